@@ -1,0 +1,91 @@
+"""The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan owns the worker pools."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from reward_server import __version__
+from reward_server.metrics import Metrics
+from reward_server.routers import health
+from reward_server.settings import Settings
+from reward_server.workers import WorkerPool
+
+logger = logging.getLogger("reward_server")
+
+MATH_HANDLER = "reward_server.verifiers.math:verify_payload"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the reward server.
+
+    Nothing starts at import or build time: the math worker pool starts in the lifespan, so ``/readyz``
+    answers 503 until it is up. Tests can pass their own :class:`Settings`.
+    """
+    settings = settings or Settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = WorkerPool(
+            MATH_HANDLER,
+            settings.math_workers,
+            name="math",
+            init_kwargs={"cache_size": settings.math_cache_size},
+            on_restart=lambda reason: metrics.worker_restarts.labels("math", reason).inc(),
+            grace_s=0.25,
+        )
+        app.state.math_pool = pool
+        await pool.start(timeout_s=settings.worker_start_timeout_s)
+        metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
+        logger.info("math pool ready: %d workers", settings.math_workers)
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    app = FastAPI(
+        title="rlvr reward server",
+        version=__version__,
+        description=(
+            "Verifiable rewards for RL on reasoning models. `POST /v1/rewards` scores whole groups of "
+            "completions; the single-item endpoints help debugging. A `null` reward always comes with a "
+            "status that says why, and must not be trained on as 0."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.math_pool = None
+
+    @app.middleware("http")
+    async def record_metrics(request: Request, call_next):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        response: Response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.requests.labels(path, str(response.status_code)).inc()
+        metrics.request_latency.labels(path).observe(time.perf_counter() - start)
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's default shape, minus the echo of the whole input (which can be megabytes of text).
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        # Never leak a traceback to a client; the log keeps it.
+        logger.exception("unhandled error on %s", request.url.path)
+        return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
+
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,33 @@
+"""FastAPI dependencies: everything a router needs comes from ``app.state`` through these."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+
+from reward_server.metrics import Metrics
+from reward_server.settings import Settings
+from reward_server.workers import WorkerPool
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+def get_math_pool(request: Request) -> WorkerPool:
+    pool: WorkerPool | None = request.app.state.math_pool
+    if pool is None or not pool.ready:
+        raise HTTPException(status_code=503, detail="math workers are not ready yet", headers={"Retry-After": "1"})
+    return pool
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]

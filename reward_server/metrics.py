@@ -1,0 +1,44 @@
+"""Prometheus metrics of one app instance.
+
+Each app gets its own :class:`~prometheus_client.CollectorRegistry`, so several apps (tests) never share
+counters and nothing is registered at import time.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Metrics:
+    """The service's counters and histograms, bound to one registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "rlvr_requests_total", "HTTP requests by route and status code", ["route", "code"], registry=r
+        )
+        self.request_latency = Histogram(
+            "rlvr_request_latency_seconds", "HTTP request latency", ["route"], buckets=_LATENCY_BUCKETS_S, registry=r
+        )
+        self.items = Counter("rlvr_items_total", "Items scored, by task", ["task"], registry=r)
+        self.item_latency = Histogram(
+            "rlvr_item_latency_seconds",
+            "Time to score one item (queueing included), by component",
+            ["component"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.verdicts = Counter(
+            "rlvr_verdicts_total", "Component verdicts by status", ["component", "status"], registry=r
+        )
+        self.timeouts = Counter("rlvr_timeouts_total", "Items that hit their time limit", ["component"], registry=r)
+        self.worker_restarts = Counter(
+            "rlvr_worker_restarts_total",
+            "Worker processes replaced, by pool and reason",
+            ["pool", "reason"],
+            registry=r,
+        )
+        self.workers_alive = Gauge("rlvr_workers_alive", "Worker processes alive, by pool", ["pool"], registry=r)

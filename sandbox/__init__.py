@@ -1,0 +1,1 @@
+"""Untrusted code execution with hard limits and no network. Knows nothing of HTTP or the reward server."""
