@@ -13,8 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from reward_server import __version__
+from reward_server.code_sandbox import start_sandbox
 from reward_server.metrics import Metrics
-from reward_server.routers import health
+from reward_server.routers import code, health
 from reward_server.settings import Settings
 from reward_server.workers import WorkerPool
 
@@ -46,10 +47,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await pool.start(timeout_s=settings.worker_start_timeout_s)
         metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
         logger.info("math pool ready: %d workers", settings.math_workers)
+        app.state.sandbox, app.state.sandbox_error = await start_sandbox(settings)
         try:
             yield
         finally:
             await pool.close()
+            if app.state.sandbox is not None:
+                await app.state.sandbox.close()
 
     app = FastAPI(
         title="rlvr reward server",
@@ -64,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.math_pool = None
+    app.state.sandbox = app.state.sandbox_error = None
 
     @app.middleware("http")
     async def record_metrics(request: Request, call_next):  # type: ignore[no-untyped-def]
@@ -88,4 +93,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
     app.include_router(health.router)
+    app.include_router(code.router)
     return app

@@ -9,6 +9,7 @@ from fastapi import Depends, HTTPException, Request
 from reward_server.metrics import Metrics
 from reward_server.settings import Settings
 from reward_server.workers import WorkerPool
+from sandbox import Sandbox
 
 
 def get_settings(request: Request) -> Settings:
@@ -28,6 +29,17 @@ def get_math_pool(request: Request) -> WorkerPool:
     return pool
 
 
+def get_sandbox(request: Request) -> Sandbox:
+    sandbox: Sandbox | None = request.app.state.sandbox
+    if sandbox is None:
+        reason = request.app.state.sandbox_error
+        if reason is None:
+            raise HTTPException(status_code=503, detail="the code sandbox is starting", headers={"Retry-After": "1"})
+        raise HTTPException(status_code=503, detail=f"code execution is unavailable on this server: {reason}")
+    return sandbox
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]
+SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]
