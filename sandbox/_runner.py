@@ -8,10 +8,10 @@ so this file must only use the standard library and must not import the project.
 Protocol: one JSON object per line on stdin, one JSON answer per line on stdout, strictly in turn.
 Bytes travel as base64.
 
-* ``{"op": "open", "files": {"main.py": b64}}``: make a fresh private work dir and write the files.
+* ``{"op": "open", "files": {"main.py": b64}}``: empty the work dir (a tmpfs) and write the files.
 * ``{"op": "exec", "argv": [...], "stdin": b64, "limits": {...}, "channel": bool}``: run one process
   in the work dir under the limits; answer its exit, time, peak memory and capped output.
-* ``{"op": "close"}``: kill whatever is left and delete the work dir.
+* ``{"op": "close"}``: kill whatever is left and empty the work dir.
 
 Why each guard is here:
 
@@ -194,22 +194,32 @@ class _Sink:
 
 
 class Runner:
+    """Jobs run one at a time in the work root itself (a tmpfs), which is emptied before and after each:
+    everything outside it is read-only, so nothing a job writes can outlive it."""
+
     def __init__(self, root):
         self.root = root
         self.job_dir = None
-        self.jobs = 0
+
+    def _wipe(self):
+        for name in os.listdir(self.root):
+            path = os.path.join(self.root, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        if os.listdir(self.root):
+            raise RuntimeError(f"could not empty {self.root}")
 
     def open(self, req):
-        self._remove_dir()
-        self.jobs += 1
-        path = os.path.join(self.root, f"job-{self.jobs}-{os.urandom(6).hex()}")
-        os.mkdir(path, 0o700)
-        self.job_dir = path
+        self._wipe()
+        self.job_dir = self.root
         for name, data in req.get("files", {}).items():
             parts = name.split("/")
             if not name or name.startswith("/") or ".." in parts or "" in parts:
                 raise ValueError(f"bad file name {name!r}")
-            full = os.path.join(path, name)
+            full = os.path.join(self.root, name)
             os.makedirs(os.path.dirname(full), exist_ok=True)
             with open(full, "wb") as f:
                 f.write(base64.b64decode(data))
@@ -217,13 +227,9 @@ class Runner:
 
     def close(self, req=None):
         left, gone = _kill_everything()
-        self._remove_dir()
+        self.job_dir = None
+        self._wipe()
         return {"ok": True, "leftover": left, "clean": gone}
-
-    def _remove_dir(self):
-        if self.job_dir is not None:
-            shutil.rmtree(self.job_dir, ignore_errors=True)
-            self.job_dir = None
 
     def exec(self, req):
         if self.job_dir is None:

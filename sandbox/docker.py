@@ -162,7 +162,7 @@ class DockerSandbox(RunnerPool):
             memswap_limit=f"{memory_mb}m",
             pids_limit=pids,
             nano_cpus=int(self.cpus * 1e9),
-            ipc_mode="private",
+            ipc_mode="none",  # no /dev/shm either: it would be a writable tmpfs shared by jobs
             # stdin_open without detach makes docker-py set StdinOnce: stdin closes when we detach.
             stdin_open=True,
             detach=False,

@@ -178,7 +178,7 @@ class LocalSandbox(RunnerPool):
         """What caps a sandbox: ``cgroup-v1`` (+ rlimits) or ``rlimits`` only."""
         return "cgroup-v1" if self._cgroup_parents else "rlimits"
 
-    def _bwrap_argv(self) -> list[str]:
+    def _bwrap_argv(self, cgroup: _Cgroup | None = None) -> list[str]:
         assert self._bwrap_path is not None
         argv = [
             self._bwrap_path,
@@ -199,17 +199,18 @@ class LocalSandbox(RunnerPool):
         argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         argv += ["--proc", "/proc", "--dev", "/dev"]
         argv += ["--perms", "1777", "--size", str(self.work_mb * 1024 * 1024), "--tmpfs", WORK_ROOT]
+        if cgroup is not None:
+            # The runner reads its OOM-kill counter where a container would see it.
+            argv += ["--ro-bind", str(cgroup.dirs["memory"]), "/sys/fs/cgroup/memory"]
+        # Everything but the work dir is read-only; /dev/shm would otherwise be a tmpfs shared by jobs.
+        argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", WORK_ROOT, "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
         argv += ["--setenv", "LANG", "C.UTF-8", "--cap-drop", "ALL"]
         return argv
 
     def _command(self, cgroup: _Cgroup | None) -> list[str]:
         runner = [self.python, "-I", "-S", "-c", RUNNER_SOURCE, WORK_ROOT]
-        bwrap = self._bwrap_argv()
-        if cgroup is not None:
-            # The runner reads its OOM-kill counter where a container would see it.
-            bwrap += ["--ro-bind", str(cgroup.dirs["memory"]), "/sys/fs/cgroup/memory"]
-        command = [*bwrap, *runner]
+        command = [*self._bwrap_argv(cgroup), *runner]
         if os.geteuid() == 0:
             command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
         if cgroup is not None:
