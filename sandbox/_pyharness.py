@@ -202,6 +202,8 @@ def main():
 
             status, detail, _, elapsed = guarded(run)
             status = "passed" if status == "ok" else status
+            if status == "wrong_answer" and not entry_point:
+                detail = f"{detail}: {spec['tests'][i].strip()[:300]}"
             emit(kind="case", index=i, status=status, detail=detail, time_s=elapsed)
             if early_stop and status != "passed":
                 break
