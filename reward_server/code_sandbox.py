@@ -27,6 +27,7 @@ def build_sandbox(settings: Settings) -> Sandbox:
     return LocalSandbox(
         settings.sandbox_pool_size,
         max_limits=settings.sandbox_max_limits(),
+        bwrap=settings.sandbox_bwrap,
         work_mb=settings.sandbox_work_mb,
         cpus=settings.sandbox_cpus,
     )

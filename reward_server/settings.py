@@ -50,6 +50,7 @@ class Settings(BaseSettings):
         default_factory=_default_workers, ge=1, le=256, description="Warm sandboxes, i.e. programs run at once."
     )
     sandbox_image: str = Field("rlvr-sandbox:latest", description="Image of the docker backend.")
+    sandbox_bwrap: str = Field("bwrap", description="The bubblewrap executable of the local backend.")
     sandbox_work_mb: int = Field(256, ge=16, le=65536, description="tmpfs for work directories, per sandbox (MiB).")
     sandbox_cpus: float = Field(1.0, gt=0, le=64, description="CPU share of one sandbox, in CPUs.")
     sandbox_time_s: float = Field(5.0, gt=0, description="Default wall-clock limit per run / test case (s).")
