@@ -190,11 +190,12 @@ def main():
 
                 def run(test=test):
                     exec(test, scope)
-                    if not callable(scope.get("check")):
+                    check = scope.get("check")
+                    if not callable(check):
                         raise _GraderFault("the test code defines no check(candidate) function")
                     if entry_point not in namespace:
                         raise NameError(f"the program does not define {entry_point!r}")
-                    scope["check"](namespace[entry_point])
+                    check(namespace[entry_point])
             else:
 
                 def run(test=test):
@@ -210,17 +211,19 @@ def main():
     else:  # call
         fn_name = spec["fn_name"]
         target = namespace.get(fn_name)
-        if target is None and isinstance(namespace.get("Solution"), type):
+        solution_class = namespace.get("Solution")
+        if target is None and isinstance(solution_class, type):
             # LeetCode-style problems (TACO, LiveCodeBench) put the function on a Solution class.
-            status, detail, instance, _ = guarded(lambda: namespace["Solution"]())
+            status, detail, instance, _ = guarded(solution_class)
             target = getattr(instance, fn_name, None) if status == "ok" else None
         if not callable(target):
             emit(
                 kind="load_error", status="runtime_error", detail=f"the program does not define a function {fn_name!r}"
             )
             return
+        function = target
         for i, args in enumerate(spec["inputs"]):
-            status, detail, value, elapsed = guarded(lambda args=args: target(*args))
+            status, detail, value, elapsed = guarded(lambda args=args: function(*args))
             if status == "ok":
                 try:
                     raw = _json(value)

@@ -193,6 +193,34 @@ class _Sink:
         return bytes(self.buf[-self.cap :]) if self.keep == "tail" else bytes(self.buf)
 
 
+class _Feeder:
+    """Writes a job's stdin without blocking; stops quietly when the program no longer reads it."""
+
+    def __init__(self, fd, data):
+        self.fd = fd
+        self.pending = memoryview(data)
+        self.open = True
+        if self.pending:
+            os.set_blocking(fd, False)
+        else:
+            self.close()
+
+    def write(self):
+        try:
+            self.pending = self.pending[os.write(self.fd, self.pending[:_CHUNK]) :]
+        except BlockingIOError:
+            return
+        except OSError:  # the program closed its stdin or exited: the rest is not wanted
+            self.pending = self.pending[:0]
+        if not self.pending:
+            self.close()
+
+    def close(self):
+        if self.open:
+            os.close(self.fd)
+            self.open = False
+
+
 class Runner:
     """Jobs run one at a time in the work root itself (a tmpfs), which is emptied before and after each:
     everything outside it is read-only, so nothing a job writes can outlive it."""
@@ -267,19 +295,15 @@ class Runner:
             sinks.append(channel)
         for s in sinks:
             os.set_blocking(s.fd, False)
-        pending = memoryview(stdin)
-        if pending:
-            os.set_blocking(stdin_w, False)
-        else:
-            os.close(stdin_w)
-            stdin_w = None
+        feeder = _Feeder(stdin_w, stdin)
         try:
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pidfd = None
 
         deadline = start + float(limits["time_s"])
-        status = rusage = None
+        status: int | None = None
+        rusage = None
         timed_out = False
         while status is None:
             now = time.monotonic()
@@ -289,22 +313,14 @@ class Runner:
             readers = [s.fd for s in sinks if s.open]
             if pidfd is not None:
                 readers.append(pidfd)
-            writers = [stdin_w] if stdin_w is not None else []
+            writers = [feeder.fd] if feeder.open else []
             wait_s = deadline - now if pidfd is not None else min(deadline - now, 0.005)
             ready_r, ready_w, _ = select.select(readers, writers, [], wait_s)
             for s in sinks:
                 if s.open and s.fd in ready_r:
                     s.read()
             if ready_w:
-                try:
-                    pending = pending[os.write(stdin_w, pending[:_CHUNK]) :]
-                except BlockingIOError:
-                    pass
-                except OSError:  # the program closed its stdin or exited: the rest is not wanted
-                    pending = pending[:0]
-                if not pending:
-                    os.close(stdin_w)
-                    stdin_w = None
+                feeder.write()
             if pidfd is None or pidfd in ready_r:
                 got, wstatus, ru = os.wait4(pid, os.WNOHANG)
                 if got == pid:
@@ -314,10 +330,10 @@ class Runner:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             _, status, rusage = os.wait4(pid, 0)
+        assert status is not None and rusage is not None
         if pidfd is not None:
             os.close(pidfd)
-        if stdin_w is not None:
-            os.close(stdin_w)
+        feeder.close()
         left, gone = _kill_everything()
         # Every writer is dead now, so what is still in the pipes ends in EOF.
         drain_until = time.monotonic() + 2.0

@@ -297,6 +297,7 @@ async def _run_stdio(
     tail_bytes: int,
 ) -> TestReport:
     cases: list[CaseResult] = []
+    detail: str | None
     async with sandbox.job({lang.source_file: code.encode()}) as job:
         compiled = None
         if lang.compile is not None:
@@ -402,6 +403,7 @@ async def _run_harness(
     stopped = False
     for i in range(total):
         record = records.get(i)
+        detail: str | None
         if stopped:
             status, detail, time_s = Status.SKIPPED, None, 0.0
         elif fatal is not None:
@@ -446,7 +448,7 @@ def _case_verdict(
             return Status.PASSED, None, time_s
         return Status.WRONG_ANSWER, f"expected {_short(want)}, got {_short(got)}", time_s
     try:
-        status = Status(raw)
+        status = Status(str(raw))
     except ValueError:
         return Status.RUNTIME_ERROR, f"unknown harness status {raw!r}", time_s
     if status not in (

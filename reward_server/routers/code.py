@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, HTTPException
 
 from reward_server.deps import MetricsDep, SandboxDep, SettingsDep
@@ -12,7 +14,9 @@ from sandbox import Limits, run_program
 
 router = APIRouter(prefix="/v1/code", tags=["code"])
 
-_UNAVAILABLE = {503: {"description": "The sandbox is unavailable here (the detail says how to fix it) or starting."}}
+_UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "The sandbox is unavailable here (the detail says how to fix it) or starting."}
+}
 
 
 def _reject(field: str, message: str) -> HTTPException:
