@@ -277,6 +277,8 @@ class WorkerPool:
         except (EOFError, OSError):
             task = worker.task
             if task is not None:
+                # The pipe closes as the process exits; a short join reads its exit code (crashes only).
+                worker.process.join(0.05)
                 code = worker.process.exitcode
                 self._finish(worker, TaskOutcome(TaskStatus.CRASHED, detail=f"worker died (exit code {code})"))
             self._replace(worker, "crash")
