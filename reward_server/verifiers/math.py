@@ -52,6 +52,8 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
+from reward_server.verifiers.latex_value import SAMPLE_POINTS, latex_value
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -533,7 +535,8 @@ def extract_final_answer(response: str, *, fallback: bool = True) -> Extraction:
 
 # ============================================================================ normalisation
 
-_SPACING = re.compile(r"\\[,;:!> ]|\\(?:q?quad|hspace\{[^}]*\}|thinspace|medspace|thickspace|enspace)|~")
+# A row break "\\\\" is kept (group 1); spacing commands become a space.
+_SPACING = re.compile(r"(\\\\)|\\[,;:!> ]|\\(?:q?quad|hspace\{[^}]*\}|thinspace|medspace|thickspace|enspace)|~")
 _LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|biggr)(?![A-Za-z])\s*")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|textnormal)\s*\{")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|\\circ")
@@ -597,8 +600,8 @@ def normalize_answer(s: str) -> str:
     s = _LEFT_RIGHT.sub("", s)
     # "11,\! 111,\! 100": a comma followed by a negative thin space is a thousands separator.
     s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))", "", s)
-    s = s.replace("\\!", "")
-    s = _SPACING.sub(" ", s)
+    s = re.sub(r"(?<!\\)\\!", "", s)
+    s = _SPACING.sub(lambda m: m.group(1) or " ", s)
     s = _DEGREE.sub("", s)
     s = _CURRENCY.sub("", s)
     s = re.sub(r"\\text\{\s*(?:and|or)\s*\}|\s+(?:and|or)\s+", ", ", s)
@@ -742,17 +745,16 @@ class Reference:
         answer: the final answer text taken out of it (``#### 42`` -> ``42``; last box of a solution).
         kind: ``choice`` (a multiple-choice letter), ``text`` (a word answer), or ``math``.
         members: the values a complete answer must give: one, or several for a list/set/``±`` reference.
-        parsed: math-verify parses of each member (``None`` for members parsed as plain numbers).
-        whole: math-verify parse of the whole answer (tuples, intervals, sets compare as one object).
+        norm: the normalised answer as a whole (tuples, intervals, sets compare as one object).
+        letter: the letter of a ``choice`` reference.
+        invalid: why the reference has no value, or ``None``.
     """
 
     raw: str
     answer: str
     kind: str
     members: tuple[str, ...]
-    numbers: tuple[Num | None, ...] = ()
-    parsed: tuple[Any, ...] = ()
-    whole: Any = None
+    norm: str = ""
     letter: str | None = None
     invalid: str | None = None
 
@@ -877,17 +879,28 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     if _looks_like_prose(norm):
         return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
     members = _members(norm)
-    numbers = tuple(parse_number(m) for m in members)
-    parsed = tuple(None if n is not None else _mv_parse(m, gold=True) for m, n in zip(members, numbers, strict=True))
-    whole = _mv_parse(norm, gold=True) if len(members) > 1 or any(p is not None for p in parsed) else None
-    if all(n is None for n in numbers) and all(not _has_value(p) for p in parsed) and not _has_value(whole):
+    if _is_word_answer(norm):
+        return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
+    if not _has_a_value(members, norm):
         plain = _unwrap_text_commands(norm).strip()
         if re.fullmatch(r"[A-Za-z][A-Za-z '\-]{0,40}", plain) and len(plain.split()) <= 3:
-            return Reference(raw, answer_text, "text", (plain.lower(),))
+            return Reference(raw, answer_text, "text", (plain.lower(),), norm)
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
-    if _is_word_answer(norm):
-        return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),))
-    return Reference(raw, answer_text, "math", tuple(members), numbers, parsed, whole)
+    return Reference(raw, answer_text, "math", tuple(members), norm)
+
+
+_MATHY = re.compile(r"\d|\\(?:frac|sqrt|pi|infty|begin|cup|cap|le|ge|ne|pm|sin|cos|tan|log|ln)(?![A-Za-z])|[=^_<>]")
+
+
+def _has_a_value(members: list[str], norm: str) -> bool:
+    """Does the reference hold a value? Cheap checks first; sympy only for what they cannot read."""
+    if any(parse_number(m) is not None or latex_value(m, SAMPLE_POINTS[0]) is not None for m in members):
+        return True
+    if _MATHY.search(norm):
+        return True  # digits, operators or math commands: an expression, a set, an interval, a matrix
+    if any(_has_value(_mv_parse(m, gold=True)) for m in members):
+        return True
+    return len(members) > 1 and _has_value(_mv_parse(norm, gold=True))
 
 
 def _is_word_answer(norm: str) -> bool:
@@ -920,6 +933,7 @@ def _configs() -> tuple[Any, Any]:
     return _mv_configs()
 
 
+@functools.lru_cache(maxsize=8192)
 def _mv_parse(s: str, *, gold: bool) -> Any:
     """math-verify's parse of one clean answer string: a sympy object, or ``None`` if it has no value."""
     from math_verify import parse
@@ -1001,9 +1015,15 @@ def _base_value(s: str, default_base: int | None = None) -> int | None:
         return None
 
 
-def _member_match(gold: str, gold_num: Num | None, gold_parsed: Any, ans: str, options: MathOptions) -> bool:
+@functools.lru_cache(maxsize=16384)
+def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
+    """Is the answer member ``ans`` equal to the reference member ``gold``? (Both normalised.)
+
+    Cached: completions of one group often repeat an answer, so each distinct pair is compared once.
+    """
     if gold == ans:
         return True
+    gold_num = parse_number(gold)
     gold_base = _BASE_NUMBER.match(gold.replace(" ", ""))
     if gold_base or _BASE_NUMBER.match(ans.replace(" ", "")):
         # Numbers with a base subscript compare by value; a bare answer is read in the reference's base.
@@ -1017,19 +1037,85 @@ def _member_match(gold: str, gold_num: Num | None, gold_parsed: Any, ans: str, o
     ans_num = parse_number(ans)
     if gold_num is not None and ans_num is not None:
         return _numbers_match(gold_num, ans_num, options.rel_tol)
+    # Constants that a float tells apart skip sympy (~10 ms a parse): \frac{\sqrt{21}}{5} vs \frac{\sqrt{21}}{6}.
+    fast_ans = complex(ans_num.value) if ans_num is not None else latex_value(ans)
     if gold_num is not None:
-        # A numeric reference against a symbolic answer (\frac{100}{7}, \sqrt{2}, 2\pi): evaluate it.
-        pred = _mv_parse(ans, gold=False)
-        value = _constant_value(pred)
-        if value is not None:
-            return _numbers_match(gold_num, value, options.rel_tol)
+        # A numeric reference against a symbolic answer (\frac{100}{7}, \sqrt{2}, 2\pi): compare by value.
+        if fast_ans is not None:
+            return fast_ans.imag == 0 and _numbers_match(gold_num, Num(Fraction(fast_ans.real)), options.rel_tol)
+        value = _constant_value(_mv_parse(ans, gold=False))
+        return value is not None and _numbers_match(gold_num, value, options.rel_tol)
+    fast_gold = latex_value(gold)
+    if fast_gold is not None and fast_ans is not None:
+        if ans_num is not None and fast_gold.imag == 0:
+            # A decimal answer for an exact constant reference: the relative tolerance decides.
+            return _numbers_match(Num(Fraction(fast_gold.real)), ans_num, options.rel_tol)
+        if not _close(fast_gold, fast_ans):
+            return False
+        # Equal as floats: confirm exactly with sympy below.
+    elif options.strict and (_differ_at_a_point(gold, ans) or _structures_differ(gold, ans)):
+        # "15x - 80" vs "15x - 81", "(3, 5]" vs "(3, 4]": different at a point, so different.
         return False
     pred = _mv_parse(ans, gold=False)
+    gold_parsed = _mv_parse(gold, gold=True)
     if ans_num is not None and gold_parsed is not None:
         gval = _constant_value(gold_parsed)
         if gval is not None:
             return _numbers_match(gval, ans_num, options.rel_tol)
     return _mv_equal(gold_parsed, pred, options)
+
+
+def _close(a: complex, b: complex) -> bool:
+    # Generous against float rounding; anything closer goes on to sympy, which decides exactly.
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-300)
+
+
+def _differ_at_a_point(gold: str, ans: str) -> bool:
+    for point in SAMPLE_POINTS:
+        g, a = latex_value(gold, point), latex_value(ans, point)
+        if g is None or a is None:
+            return False
+        if not _close(g, a):
+            return True
+    return False
+
+
+_MATRIX = re.compile(r"\\begin\{([a-zA-Z]*matrix)\}(.*)\\end\{\1\}", re.DOTALL)
+
+
+def _components(s: str) -> tuple[str, list[str]] | None:
+    """A matrix, tuple or interval as (shape, entries); ``None`` for anything else."""
+    s = s.strip()
+    m = _MATRIX.fullmatch(s)
+    if m:
+        rows = [r for r in m.group(2).split("\\\\") if r.strip()]
+        cells = [c.strip() for r in rows for c in r.split("&")]
+        return f"{m.group(1)}:{len(rows)}x{len(cells) // max(1, len(rows))}", cells
+    if len(s) >= 5 and s[0] in "([" and s[-1] in ")]" and _match_bracket(s) == len(s) - 1:
+        parts = _split_top_level(s[1:-1], ",")
+        if len(parts) >= 2:
+            return f"{s[0]}{s[-1]}{len(parts)}", parts
+    return None
+
+
+def _match_bracket(s: str) -> int:
+    depth = 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _structures_differ(gold: str, ans: str) -> bool:
+    """Two matrices/tuples/intervals of the same shape with an entry that differs at a point."""
+    g, a = _components(gold), _components(ans)
+    if g is None or a is None or g[0] != a[0]:
+        return False
+    return any(_differ_at_a_point(gc, ac) for gc, ac in zip(g[1], a[1], strict=True))
 
 
 def _constant_value(expr: Any) -> Num | None:
@@ -1046,9 +1132,8 @@ def _constant_value(expr: Any) -> Num | None:
         v = N(expr, 40)
         if not v.is_real:
             return None
-        # An irrational constant: represent it to 40 digits; comparing it against a decimal reference
-        # needs only the reference's precision.
-        return Num(Fraction(str(v)), Fraction(1, 10**30))
+        # An irrational constant, to 40 digits: exact for every comparison the policy makes.
+        return Num(Fraction(str(v)))
     except (TypeError, ValueError, OverflowError, ZeroDivisionError):
         return None
 
@@ -1083,20 +1168,16 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
         return False, "the final answer is empty after normalisation"
     if len(ref.members) == 1:
         if len(members) == 1:
-            return _member_match(ref.members[0], ref.numbers[0], ref.parsed[0], members[0], options), None
+            return _member_match(ref.members[0], members[0], options), None
         # Several values for a single-valued reference: right only if the answer as a whole is one object
         # equal to it (a tuple or interval written with commas), never as a hedge.
-        if ref.whole is not None and _mv_equal(ref.whole, _mv_parse(norm, gold=False), options):
-            return True, None
-        if ref.parsed[0] is not None and _mv_equal(ref.parsed[0], _mv_parse(norm, gold=False), options):
+        if _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
             return True, None
         return False, f"the final answer gives {len(members)} different values for a single-valued reference"
     # A list/set/± reference: all of its members, in any order, and nothing else.
     if len(members) != len(ref.members):
-        if len(members) == 1 and ref.whole is not None:
-            whole_ok = _mv_equal(ref.whole, _mv_parse(norm, gold=False), options)
-            if whole_ok:
-                return True, None
+        if len(members) == 1 and _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
+            return True, None
         return False, f"the reference has {len(ref.members)} values; the answer gives {len(members)}"
     return _perfect_matching(ref, members, options), None
 
@@ -1106,7 +1187,7 @@ def _perfect_matching(ref: Reference, members: list[str], options: MathOptions) 
     match_of: dict[int, int] = {}
 
     def ok(i: int, j: int) -> bool:
-        return _member_match(ref.members[i], ref.numbers[i], ref.parsed[i], members[j], options)
+        return _member_match(ref.members[i], members[j], options)
 
     # Bipartite matching (Kuhn); lists are short.
     edges = [[j for j in range(n) if ok(i, j)] for i in range(n)]

@@ -89,3 +89,10 @@ async def test_close_cancels_queued_tasks() -> None:
     assert (await queued).status is TaskStatus.CANCELLED
     with pytest.raises(RuntimeError):
         await p.submit({"op": "echo", "value": 1}, timeout_s=1)
+
+
+async def test_workers_that_cannot_start_fail_the_pool_instead_of_respawning() -> None:
+    p = WorkerPool("tests.reward_server.pool_broken:handle", 2, name="broken")
+    with pytest.raises(RuntimeError, match="exited with code 7 before it was ready"):
+        await p.start(timeout_s=60)
+    assert p.restarts == 0
