@@ -14,7 +14,9 @@ from fastapi.responses import JSONResponse
 
 from reward_server import __version__
 from reward_server.metrics import Metrics
+from reward_server.routers import format as format_router
 from reward_server.routers import health
+from reward_server.routers import language as language_router
 from reward_server.settings import Settings
 from reward_server.workers import WorkerPool
 
@@ -88,4 +90,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
     app.include_router(health.router)
+    app.include_router(format_router.router)
+    app.include_router(language_router.router)
     return app
