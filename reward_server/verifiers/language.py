@@ -44,7 +44,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import regex
 
@@ -101,10 +101,10 @@ class LinguaDetector:
         self.languages = tuple(languages)
         self._cache_size = cache_size
         self._cache: dict[str, tuple[float, ...]] = {}
-        self._detector: object | None = None
+        self._detector: Any = None
         self._lock = threading.Lock()
 
-    def _lingua(self):  # type: ignore[no-untyped-def]
+    def _lingua(self) -> Any:
         with self._lock:
             if self._detector is None:
                 from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
@@ -377,14 +377,14 @@ def score_language(
     if target is None:
         source = "prompt"
         found = analyze(prompt, detector) if prompt else None
-        if found is None or found.total < params.min_words:
+        target = found.dominant() if found is not None and found.total >= params.min_words else None
+        if found is None or target is None:
             return ComponentScore(
                 None,
                 "no_target",
                 "no target language was given, and "
                 + ("no prompt either" if found is None else f"the prompt has only {found.total} words to detect it"),
             )
-        target = found.dominant()
     elif target not in SUPPORTED_LANGUAGES:
         return ComponentScore(
             None, "unsupported_language", f"target {target!r} is not one of {', '.join(SUPPORTED_LANGUAGES)}"
