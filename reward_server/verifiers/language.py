@@ -92,17 +92,29 @@ class WordDetector(Protocol):
 class LinguaDetector:
     """lingua-language-detector (high-accuracy mode) restricted to :data:`DETECTED_LANGUAGES`.
 
-    The model loads on first use (about 1.7 s and 350 MB), not at construction. Word probabilities are
+    The models load on first use or :meth:`load` (a few seconds and about 350 MB; ``low_accuracy``: well
+    under a second and 25 MB; see ``benchmarks/language_detectors.py``), never at construction. Word probabilities are
     cached (lowercased word -> tuple), bounded by ``cache_size`` entries; lingua is deterministic, so the
     cache changes speed only.
     """
 
-    def __init__(self, languages: Sequence[str] = DETECTED_LANGUAGES, cache_size: int = 100_000) -> None:
+    def __init__(
+        self, languages: Sequence[str] = DETECTED_LANGUAGES, cache_size: int = 100_000, low_accuracy: bool = False
+    ) -> None:
         self.languages = tuple(languages)
+        self._low_accuracy = low_accuracy
         self._cache_size = cache_size
         self._cache: dict[str, tuple[float, ...]] = {}
         self._detector: Any = None
         self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Load the models now (a server can call this at start-up, in a thread, to spare the first request)."""
+        self._lingua()
+
+    def clear_cache(self) -> None:
+        """Forget the cached word probabilities (for benchmarks that time cold words)."""
+        self._cache.clear()
 
     def _lingua(self) -> Any:
         with self._lock:
@@ -110,7 +122,11 @@ class LinguaDetector:
                 from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
 
                 langs = [Language.from_iso_code_639_1(getattr(IsoCode639_1, c.upper())) for c in self.languages]
-                self._detector = LanguageDetectorBuilder.from_languages(*langs).build()
+                # Preloaded: lingua otherwise loads n-gram tables piecemeal during the first few thousand
+                # words, which spreads seconds of loading over the first requests.
+                builder = LanguageDetectorBuilder.from_languages(*langs).with_preloaded_language_models()
+                # Low-accuracy mode (trigrams only) is 10x lighter but knows no word under 3 letters.
+                self._detector = (builder.with_low_accuracy_mode() if self._low_accuracy else builder).build()
             return self._detector
 
     def probabilities(self, words: Sequence[str]) -> list[tuple[float, ...]]:
