@@ -131,7 +131,9 @@ class LinguaDetector:
 
     def probabilities(self, words: Sequence[str]) -> list[tuple[float, ...]]:
         keys = [w.lower() for w in words]
-        missing = sorted({k for k in keys if k not in self._cache})
+        # Read into a local dict first: another request's thread may clear the shared cache meanwhile.
+        found = {k: self._cache.get(k) for k in set(keys)}
+        missing = sorted(k for k, v in found.items() if v is None)
         if missing:
             index = {code: i for i, code in enumerate(self.languages)}
             results = self._lingua().compute_language_confidence_values_in_parallel(missing)
@@ -141,8 +143,8 @@ class LinguaDetector:
                 probs = [0.0] * len(self.languages)
                 for value in values:
                     probs[index[value.language.iso_code_639_1.name.lower()]] = value.value
-                self._cache[key] = tuple(probs)
-        return [self._cache[k] for k in keys]
+                found[key] = self._cache[key] = tuple(probs)
+        return [found[k] for k in keys]  # type: ignore[misc]
 
 
 _default: LinguaDetector | None = None
