@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 
 from reward_server.metrics import Metrics
+from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.workers import WorkerPool
 from sandbox import Sandbox
@@ -29,17 +30,27 @@ def get_math_pool(request: Request) -> WorkerPool:
     return pool
 
 
+def get_scoring(request: Request) -> ScoringContext:
+    scoring: ScoringContext | None = getattr(request.app.state, "scoring", None)
+    if scoring is None or not scoring.math_pool.ready:
+        raise HTTPException(status_code=503, detail="workers are not ready yet", headers={"Retry-After": "1"})
+    return scoring
+
+
 def get_sandbox(request: Request) -> Sandbox:
-    sandbox: Sandbox | None = request.app.state.sandbox
-    if sandbox is None:
-        reason = request.app.state.sandbox_error
-        if reason is None:
-            raise HTTPException(status_code=503, detail="the code sandbox is starting", headers={"Retry-After": "1"})
-        raise HTTPException(status_code=503, detail=f"code execution is unavailable on this server: {reason}")
+    scoring: ScoringContext | None = getattr(request.app.state, "scoring", None)
+    if scoring is None:
+        raise HTTPException(status_code=503, detail="the server is starting", headers={"Retry-After": "1"})
+    if scoring.sandbox is None:
+        raise HTTPException(
+            status_code=503, detail=f"code execution is unavailable on this server: {scoring.sandbox_unavailable}"
+        )
+    sandbox: Sandbox = scoring.sandbox
     return sandbox
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]
+ScoringDep = Annotated[ScoringContext, Depends(get_scoring)]
 SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]

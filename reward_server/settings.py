@@ -25,6 +25,9 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Interface to bind.")
     port: int = Field(8000, ge=0, le=65535, description="TCP port to bind (0 picks a free one).")
+    http_workers: int = Field(
+        1, ge=1, le=64, description="uvicorn worker processes; each runs its own math pool of `math_workers`."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     # Math verification pool.
@@ -39,6 +42,9 @@ class Settings(BaseSettings):
     )
     math_cache_size: int = Field(
         4096, ge=0, description="Parsed ground truths kept per worker (LRU), so a group parses its reference once."
+    )
+    preload_language_models: bool = Field(
+        True, description="Load the language detector at start-up (~2 s, ~350 MB) instead of on first use."
     )
     worker_start_timeout_s: float = Field(120.0, gt=0, description="How long /readyz may wait for workers.")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from sandbox import (
     AssertTests,
@@ -25,6 +25,10 @@ _STATUS_DOC = (
 )
 
 
+LanguageName = Annotated[str, AfterValidator(lambda value: get_language(value).name)]
+"""A supported language (aliases allowed), stored under its canonical name; unknown ones are a 422."""
+
+
 class CodeLimits(BaseModel):
     """Per-request limits. Each is capped by the server's maximum (``RLVR_SANDBOX_MAX_*``)."""
 
@@ -37,15 +41,27 @@ class CodeLimits(BaseModel):
     stack_mb: int | None = Field(None, gt=0, description="Stack size, in MiB (deep recursion needs more).")
 
 
+class CodeAccuracyParams(BaseModel):
+    """Options of the ``accuracy`` component for ``task: "code"`` items of ``POST /v1/rewards``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: LanguageName = Field("python", description="Language of the program and of the fenced block to take.")
+    code_block: Literal["last", "first", "none"] = Field(
+        "last", description="Which fenced block is the program (`none`: the whole completion)."
+    )
+    after_think: bool = Field(True, description="Look for the block only after the last `</think>`.")
+    all_or_nothing: bool = Field(False, description="Reward 1 only if every case passes (default: fraction).")
+    early_stop: bool = Field(False, description="Stop at the first failing case.")
+    limits: CodeLimits | None = Field(None, description="Per-item limits, capped by the server's maxima.")
+
+
 class _Program(BaseModel):
-    language: str = Field(description="`python` or `cpp` (aliases: python3, py, c++, cxx, cc).", examples=["python"])
+    language: LanguageName = Field(
+        description="`python` or `cpp` (aliases: python3, py, c++, cxx, cc).", examples=["python"]
+    )
     code: str = Field(description="The program's source.", examples=["print(sum(map(int, input().split())))"])
     limits: CodeLimits | None = Field(None, description="Per-request limits, capped by the server's maxima.")
-
-    @field_validator("language")
-    @classmethod
-    def _known_language(cls, value: str) -> str:
-        return get_language(value).name
 
 
 class CodeRunRequest(_Program):

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from reward_server.schemas.code import CodeTests
+from reward_server.schemas.code import CodeAccuracyParams, CodeTests
 from reward_server.verifiers.base import ComponentScore
 from sandbox import Limits, Sandbox, Status, TestReport, TestSpec, get_language, run_tests
 
@@ -90,6 +90,20 @@ def resolve_limits(requested: Mapping[str, Any] | None, defaults: Limits, maxima
     if unknown:
         raise ValueError(f"unknown limit {unknown[0]!r}; known: {', '.join(sorted(known))}")
     return dataclasses.replace(defaults, **values).capped(maxima)
+
+
+def code_options(params: CodeAccuracyParams, defaults: Limits, maxima: Limits, tail_bytes: int = 1024) -> CodeOptions:
+    """The :class:`CodeOptions` of a rewards item's ``accuracy.code`` parameters."""
+    requested = params.limits.model_dump() if params.limits is not None else None
+    return CodeOptions(
+        language=params.language,
+        code_block=params.code_block,
+        after_think=params.after_think,
+        all_or_nothing=params.all_or_nothing,
+        early_stop=params.early_stop,
+        limits=resolve_limits(requested, defaults, maxima),
+        tail_bytes=tail_bytes,
+    )
 
 
 def report_score(report: TestReport, *, all_or_nothing: bool = False) -> ComponentScore:

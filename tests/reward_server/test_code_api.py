@@ -29,8 +29,9 @@ def settings(backend: str, **overrides: Any) -> Settings:
 
 
 def require_sandbox(app: Any) -> None:
-    if app.state.sandbox is None:
-        reason = f"sandbox unavailable: {app.state.sandbox_error}"
+    scoring = app.state.scoring
+    if scoring.sandbox is None:
+        reason = f"sandbox unavailable: {scoring.sandbox_unavailable}"
         if IN_CI:
             pytest.fail(reason + " (CI=true: no sandbox test may skip for a missing engine)")
         pytest.skip(reason)
@@ -41,8 +42,9 @@ def client(request: pytest.FixtureRequest) -> Iterator[TestClient]:
     app = create_app(settings(request.param, sandbox_max_time_s=10, sandbox_tail_bytes=64))
     with TestClient(app) as c:
         require_sandbox(app)
+        sandbox = app.state.scoring.sandbox
         yield c
-    assert app.state.sandbox.alive == 0  # the lifespan closed every sandbox
+    assert sandbox.alive == 0  # the lifespan closed every sandbox
 
 
 def test_run_python(client: TestClient) -> None:
@@ -177,6 +179,44 @@ def test_missing_bubblewrap_gives_503_with_the_fix_and_the_rest_keeps_working() 
             assert "apt-get install bubblewrap" in r.json()["detail"]
         assert c.get("/healthz").status_code == 200
         assert c.get("/readyz").status_code == 200
+
+
+def test_rewards_code_items(client: TestClient) -> None:
+    right = "<think>x squared</think>\n```python\ndef sq(x):\n    return x * x\n```"
+    half = "```python\ndef sq(x):\n    return 4\n```"
+    tests = {"type": "assert", "test_list": ["assert sq(2) == 4", "assert sq(3) == 9"]}
+    strict = {"accuracy": {"weight": 1.0, "code": {"all_or_nothing": True}}}
+    items = [
+        {"id": "c0", "task": "code", "response": right, "tests": tests},
+        {"id": "c1", "task": "code", "response": half, "tests": tests},
+        {"id": "c2", "task": "code", "response": "I would loop.", "tests": tests},
+        {"id": "c3", "task": "code", "response": right, "tests": {"type": "call", "fn_name": "sq", "cases": []}},
+        {"id": "c4", "task": "code", "response": half, "tests": tests, "components": strict},
+        {"id": "c5", "task": "code", "response": right, "tests": {"type": "stdio", "cases": 3}},
+    ]
+    r = client.post("/v1/rewards", json={"items": items})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert [x["id"] for x in results] == ["c0", "c1", "c2", "c3", "c4", "c5"]
+    assert [x["reward"] for x in results] == [1.0, 0.5, 0.0, None, 0.0, None]
+    assert [x["status"] for x in results] == ["ok", "ok", "ok", "grader_error", "ok", "grader_error"]
+    accuracy = results[1]["components"]["accuracy"]
+    assert accuracy["info"]["cases"] == ["passed", "wrong_answer"]
+    assert results[2]["components"]["accuracy"]["status"] == "no_answer"
+
+
+def test_rewards_code_items_without_a_sandbox_are_not_scored() -> None:
+    app = create_app(settings("local", sandbox_bwrap="/nonexistent/bwrap", sandbox_pool_size=1))
+    with TestClient(app) as c:
+        item = {
+            "id": "c",
+            "task": "code",
+            "response": "```python\nx = 1\n```",
+            "tests": {"type": "assert", "test": "x"},
+        }
+        result = c.post("/v1/rewards", json={"items": [item]}).json()["results"][0]
+        assert (result["reward"], result["status"]) == (None, "sandbox_error")
+        assert "apt-get install bubblewrap" in result["components"]["accuracy"]["detail"]
 
 
 def test_verdicts_are_counted(client: TestClient) -> None:
