@@ -1,16 +1,20 @@
 """The in-sandbox runner: one long-lived process per container or bubblewrap sandbox.
 
-It runs INSIDE the sandbox (as PID 1 of its own PID namespace, unprivileged, no network) and launches
-each job's processes there, so a job costs one fork+exec instead of a ``docker exec`` (~60 ms) or a new
-bubblewrap (~17 ms). Both backends start it the same way (``python3 -c <this file's text> WORK_ROOT``),
-so this file must only use the standard library and must not import the project.
+It runs INSIDE the sandbox (as PID 1 of its own PID namespace, unprivileged, no network) and runs
+each job's processes there, so a job costs one fork instead of a ``docker exec`` (~60 ms) or a new
+bubblewrap (~17 ms). Processes are started by the launcher (``_launcher.py``), a warm interpreter this
+runner keeps beside it, so a Python job does not even pay an interpreter start. Both backends start the
+runner the same way (``python3 -I -S -c <this file's text> WORK_ROOT LAUNCHER_SOURCE``), so this file
+must only use the standard library and must not import the project.
 
 Protocol: one JSON object per line on stdin, one JSON answer per line on stdout, strictly in turn.
 Bytes travel as base64.
 
 * ``{"op": "open", "files": {"main.py": b64}}``: empty the work dir (a tmpfs) and write the files.
 * ``{"op": "exec", "argv": [...], "stdin": b64, "limits": {...}, "channel": bool}``: run one process
-  in the work dir under the limits; answer its exit, time, peak memory and capped output.
+  in the work dir under the limits; answer its exit, time, peak memory and capped output. ``argv[0]``
+  may be ``@python`` (run the script ``argv[1]`` in a warm interpreter) or ``@python-syntax`` (compile
+  it and report syntax errors only).
 * ``{"op": "close"}``: kill whatever is left and empty the work dir.
 
 Why each guard is here:
@@ -19,9 +23,9 @@ Why each guard is here:
   for, so a job cannot kill the runner (the signals keep their default action on purpose).
 * ``PR_SET_DUMPABLE=0``: jobs run under the runner's uid, and this stops them from ptracing it or
   opening ``/proc/1/{mem,fd,environ}``.
-* After every run ``kill(-1, SIGKILL)`` (from PID 1 it reaches every other process of the namespace)
-  removes anything the job left behind, and the answer says that something was left, so the host
-  replaces this sandbox instead of reusing it.
+* After every run, any process other than the runner and the launcher means the job left something
+  behind: ``kill(-1, SIGKILL)`` (from PID 1 it reaches every other process of the namespace) removes it,
+  and the answer says so, so the host replaces this sandbox instead of reusing it.
 * Output beyond the limit is read and thrown away: the runner's memory stays bounded and the program
   is not blocked on a full pipe (its time limit still ends it).
 """
@@ -29,12 +33,13 @@ Why each guard is here:
 import base64
 import contextlib
 import json
+import marshal
 import os
 import re
-import resource
 import select
 import shutil
 import signal
+import socket
 import sys
 import time
 
@@ -42,7 +47,8 @@ VERSION = 1
 CHANNEL_FD = 3  # where an exec with "channel": true finds the harness's result pipe
 _CHUNK = 1 << 16
 _REAP_WAIT_S = 3.0
-_SYNTAX_CHECK = "@python-syntax"
+_MODES = {"@python": "python", "@python-syntax": "syntax"}
+_LAUNCH_TIMEOUT_S = 10.0
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 _OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
@@ -65,98 +71,63 @@ def _oom_kills():
     return -1
 
 
-def _other_pids():
+def _other_pids(spare):
     me = os.getpid()
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in spare]
 
 
-def _reap_all(deadline):
-    """Reap children until none is left or ``deadline`` passes. True when none is left."""
+def _reap():
+    """Reap every finished child. Returns the pids reaped."""
+    reaped = []
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return True
+            return reaped
         if pid == 0:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
+            return reaped
+        reaped.append(pid)
 
 
-def _kill_everything():
-    """Kill every other process of the namespace. Returns (something_was_left, all_gone)."""
-    _reap_all(time.monotonic())  # zombies of finished children do not count as left behind
-    left = bool(_other_pids())
-    if left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
-    gone = _reap_all(time.monotonic() + _REAP_WAIT_S) and not _other_pids()
-    return left, gone
+class _Launcher:
+    """The warm interpreter that starts jobs' processes (see ``_launcher.py``), over a seqpacket socket."""
 
+    def __init__(self, source, root):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)  # stdio of every Python job is set up as if on pipes: not a tty
+                os.dup2(theirs.fileno(), 3)
+                os.closerange(4, 1 << 16)
+                os.chdir(root)
+                os.execvpe("python3", ["python3", "-c", source, "3"], dict(_ENV, HOME=root, TMPDIR=root))
+            finally:
+                os._exit(127)
+        os.close(devnull)
+        theirs.close()
+        self.pid = pid
+        kind, got_pid = self.receive(_LAUNCH_TIMEOUT_S)
+        if kind != "ready" or got_pid != pid:
+            raise RuntimeError(f"the launcher did not start: {kind!r}")
 
-def _syntax_check(path):
-    """The compile stage of Python, run in a forked child: report a syntax error, run nothing."""
-    with open(path, "rb") as f:
-        source = f.read()
-    try:
-        compile(source, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
-        if isinstance(exc, SyntaxError):
-            message = f'  File "{exc.filename}", line {exc.lineno}\n    {(exc.text or "").strip()}\n'
-            message += f"{type(exc).__name__}: {exc.msg}\n"
-        else:
-            message = f"{type(exc).__name__}: {exc}\n"
-        os.write(2, message.encode("utf-8", "replace"))
-        return 1
-    return 0
+    def send(self, request, fds):
+        socket.send_fds(self.sock, [marshal.dumps(request)], fds)
 
+    def receive(self, timeout_s):
+        """The launcher's next message; raises EOFError when it is gone, TimeoutError when it is silent."""
+        ready, _, _ = select.select([self.sock], [], [], timeout_s)
+        if not ready:
+            raise TimeoutError("the launcher does not answer")
+        data = self.sock.recv(4096)
+        if not data:
+            raise EOFError("the launcher exited")
+        return marshal.loads(data)
 
-def _child(argv, cwd, limits, fds, report_w):
-    """In the forked child: wire the pipes, apply the limits, exec. Never returns."""
-    try:
-        stdin_r, stdout_w, stderr_w, channel_w = fds
-        os.setpgid(0, 0)
-        os.dup2(stdin_r, 0)
-        os.dup2(stdout_w, 1)
-        os.dup2(stderr_w, 2)
-        keep = 3
-        if channel_w is not None:
-            os.dup2(channel_w, CHANNEL_FD)
-            keep = CHANNEL_FD + 1
-        os.closerange(keep, report_w)
-        os.closerange(report_w + 1, 1 << 16)
-        # Python ignores SIGPIPE and SIGXFSZ; an ignored signal stays ignored across exec.
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        mib = 1024 * 1024
-        cpu_s = int(limits["time_s"]) + 2  # a backstop only: the wall-clock limit is enforced by the runner
-        nproc = int(limits["max_processes"]) + 1  # + the runner, which runs under the same uid
-        for res, value in (
-            (resource.RLIMIT_AS, int(limits["memory_mb"]) * mib),
-            (resource.RLIMIT_STACK, int(limits["stack_mb"]) * mib),
-            (resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) * mib),
-            (resource.RLIMIT_NPROC, nproc),
-            (resource.RLIMIT_CPU, cpu_s),
-            (resource.RLIMIT_CORE, 0),
-            (resource.RLIMIT_NOFILE, 256),
-        ):
-            resource.setrlimit(res, (value, value))
-        try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")  # if the cgroup runs out, the job dies, not the runner
-        except OSError:
-            pass
-        os.chdir(cwd)
-        if argv[0] == _SYNTAX_CHECK:
-            os.close(report_w)
-            os._exit(_syntax_check(argv[1]))
-        env = dict(_ENV, HOME=cwd, TMPDIR=cwd)
-        os.execvpe(argv[0], argv, env)
-    except BaseException as exc:
-        with contextlib.suppress(BaseException):
-            os.write(report_w, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
-    os._exit(127)
+    def close(self):
+        self.sock.close()
 
 
 class _Sink:
@@ -225,9 +196,49 @@ class Runner:
     """Jobs run one at a time in the work root itself (a tmpfs), which is emptied before and after each:
     everything outside it is read-only, so nothing a job writes can outlive it."""
 
-    def __init__(self, root):
+    def __init__(self, root, launcher_source):
         self.root = root
         self.job_dir = None
+        self.launcher_source = launcher_source
+        self.launcher = None
+
+    def _spare(self):
+        return (self.launcher.pid,) if self.launcher is not None else ()
+
+    def _kill_everything(self):
+        """Kill every process of the namespace but this runner and the launcher.
+
+        Returns (something_was_left, all_gone). When something was left it kills the launcher too
+        (``kill(-1)`` spares no one, and cannot be outrun by a fork bomb); a new one starts on demand.
+        """
+        self._note_reaped(_reap())  # zombies of finished children do not count as left behind
+        left = bool(_other_pids(self._spare()))
+        if left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+            self._drop_launcher()
+        deadline = time.monotonic() + _REAP_WAIT_S
+        while True:
+            self._note_reaped(_reap())
+            if not _other_pids(self._spare()):
+                return left, True
+            if time.monotonic() > deadline:
+                return left, False
+            time.sleep(0.002)
+
+    def _note_reaped(self, pids):
+        if self.launcher is not None and self.launcher.pid in pids:
+            self._drop_launcher()
+
+    def _drop_launcher(self):
+        if self.launcher is not None:
+            self.launcher.close()
+            self.launcher = None
+
+    def _get_launcher(self):
+        if self.launcher is None:
+            self.launcher = _Launcher(self.launcher_source, self.root)
+        return self.launcher
 
     def _wipe(self):
         for name in os.listdir(self.root):
@@ -254,7 +265,7 @@ class Runner:
         return {"ok": True}
 
     def close(self, req=None):
-        left, gone = _kill_everything()
+        left, gone = self._kill_everything()
         self.job_dir = None
         self._wipe()
         return {"ok": True, "leftover": left, "clean": gone}
@@ -263,78 +274,80 @@ class Runner:
         if self.job_dir is None:
             raise RuntimeError("exec before open")
         argv = [str(a) for a in req["argv"]]
+        mode = _MODES.get(argv[0], "exec")
+        if mode != "exec":
+            argv = argv[1:]
         limits = req["limits"]
         stdin = base64.b64decode(req.get("stdin", ""))
         cap = int(limits["output_bytes"])
+        launcher = self._get_launcher()
         oom_before = _oom_kills()
 
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
-        channel_r, channel_w = os.pipe() if req.get("channel") else (None, None)
-        report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        child_fds = [stdin_r, stdout_w, stderr_w]
+        channel = None
+        if req.get("channel"):
+            channel_r, channel_w = os.pipe()
+            child_fds.append(channel_w)
+            channel = _Sink(channel_r, cap + _CHUNK, "head")
         start = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            _child(argv, self.job_dir, limits, (stdin_r, stdout_w, stderr_w, channel_w), report_w)
-        for fd in (stdin_r, stdout_w, stderr_w, channel_w, report_w):
-            if fd is not None:
-                os.close(fd)
-        # EOF on the report pipe means exec succeeded (it is close-on-exec); text means it failed.
-        spawn_error = b""
-        while True:
-            chunk = os.read(report_r, 4096)
-            if not chunk:
-                break
-            spawn_error += chunk
-        os.close(report_r)
+        launcher.send((argv, limits, mode), child_fds)
+        for fd in child_fds:
+            os.close(fd)
+        kind, pid, spawn_error = launcher.receive(_LAUNCH_TIMEOUT_S)
+        assert kind == "started", kind
 
         sinks = [_Sink(stdout_r, cap, "head"), _Sink(stderr_r, cap, "tail")]
-        channel = _Sink(channel_r, cap + _CHUNK, "head") if channel_r is not None else None
         if channel is not None:
             sinks.append(channel)
         for s in sinks:
             os.set_blocking(s.fd, False)
         feeder = _Feeder(stdin_w, stdin)
-        try:
-            pidfd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            pidfd = None
 
         deadline = start + float(limits["time_s"])
-        status: int | None = None
-        rusage = None
+        exited = None  # (wait status, utime, stime, maxrss) once the launcher reports the exit
+        adopted = False  # the launcher died (the job killed it): the job is now our child to wait for
         timed_out = False
-        while status is None:
+        while exited is None:
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
                 break
             readers = [s.fd for s in sinks if s.open]
-            if pidfd is not None:
-                readers.append(pidfd)
+            if not adopted:
+                readers.append(launcher.sock.fileno())
             writers = [feeder.fd] if feeder.open else []
-            wait_s = deadline - now if pidfd is not None else min(deadline - now, 0.005)
+            wait_s = deadline - now if not adopted else min(deadline - now, 0.005)
             ready_r, ready_w, _ = select.select(readers, writers, [], wait_s)
             for s in sinks:
                 if s.open and s.fd in ready_r:
                     s.read()
             if ready_w:
                 feeder.write()
-            if pidfd is None or pidfd in ready_r:
-                got, wstatus, ru = os.wait4(pid, os.WNOHANG)
-                if got == pid:
-                    status, rusage = wstatus, ru
+            if adopted:
+                exited = _wait_adopted(pid, block=False)
+            elif launcher.sock.fileno() in ready_r:
+                try:
+                    exited = launcher.receive(0)[1:]
+                except EOFError:
+                    adopted = True
+                    self._drop_launcher()
         end = time.monotonic()
-        if status is None:  # timed out: kill its group now, the rest of the namespace below
+        if exited is None:  # timed out: kill its group now, the rest of the namespace below
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
-            _, status, rusage = os.wait4(pid, 0)
-        assert status is not None and rusage is not None
-        if pidfd is not None:
-            os.close(pidfd)
+            if not adopted:
+                try:
+                    exited = launcher.receive(_REAP_WAIT_S)[1:]
+                except (EOFError, TimeoutError):
+                    adopted = True
+                    self._drop_launcher()
+            if adopted:
+                exited = _wait_adopted(pid, block=True)
         feeder.close()
-        left, gone = _kill_everything()
+        left, gone = self._kill_everything()
         # Every writer is dead now, so what is still in the pipes ends in EOF.
         drain_until = time.monotonic() + 2.0
         while any(s.open for s in sinks) and time.monotonic() < drain_until:
@@ -347,14 +360,15 @@ class Runner:
                 os.close(s.fd)
                 s.open = False
 
+        status, utime, stime, maxrss = exited
         oom_after = _oom_kills()
         stdout, stderr = sinks[0], sinks[1]
         return {
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "time_s": round(end - start, 6),
-            "cpu_s": round(rusage.ru_utime + rusage.ru_stime, 6),
-            "maxrss_kb": rusage.ru_maxrss,
+            "cpu_s": round(utime + stime, 6),
+            "maxrss_kb": maxrss,
             "stdout": _b64(stdout.value()),
             "stdout_bytes": stdout.total,
             "stderr": _b64(stderr.value()),
@@ -363,10 +377,22 @@ class Runner:
             "channel_bytes": channel.total if channel is not None else 0,
             "timed_out": timed_out,
             "oom_killed": oom_before >= 0 and oom_after > oom_before,
-            "leftover": left,
+            # A job that killed the launcher is treated like one that left a process behind.
+            "leftover": left or adopted,
             "clean": gone,
-            "spawn_error": spawn_error.decode("utf-8", "replace") or None,
+            "spawn_error": spawn_error,
         }
+
+
+def _wait_adopted(pid, block):
+    """Exit of a job whose launcher died (so it is the runner's child now): (status, 0, 0, 0) or None."""
+    try:
+        got, status, usage = os.wait4(pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:  # already reaped, its status lost: report it as killed
+        return (int(signal.SIGKILL), 0.0, 0.0, 0)
+    if got == 0:
+        return None
+    return (status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss)
 
 
 def _harden():
@@ -381,23 +407,24 @@ def _harden():
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "/work"
+    root, launcher_source = sys.argv[1], sys.argv[2]
     out = sys.stdout.buffer
 
     def send(obj):
         out.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
         out.flush()
 
+    runner = Runner(root, launcher_source)
     try:
         _harden()
         if os.getpid() != 1:
             raise RuntimeError("the runner must be PID 1 of its own PID namespace")
         os.makedirs(root, exist_ok=True)
+        runner._get_launcher()  # warm before the first job
     except Exception as exc:
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     send({"ready": True, "version": VERSION, "uid": os.getuid(), "oom_visible": _oom_kills() >= 0})
-    runner = Runner(root)
     handlers = {"open": runner.open, "exec": runner.exec, "close": runner.close}
     for line in sys.stdin.buffer:
         try:

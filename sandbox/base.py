@@ -28,7 +28,8 @@ from sandbox.types import ExecResult, Limits, SandboxUnavailable, Status
 logger = logging.getLogger("sandbox")
 
 RUNNER_SOURCE = (Path(__file__).parent / "_runner.py").read_text()
-"""The runner's source, passed as ``python3 -c`` so no image or host path has to hold it."""
+LAUNCHER_SOURCE = (Path(__file__).parent / "_launcher.py").read_text()
+"""The runner's and the launcher's sources, passed on the command line so no image or host path holds them."""
 
 WORK_ROOT = "/work"
 """The tmpfs, inside every sandbox, that holds the job work directories."""
@@ -40,6 +41,11 @@ _EXEC_GRACE_S = 10.0
 _RESPAWN_ATTEMPTS = 5
 _RESPAWN_BACKOFF_S = 0.5
 _MEMORY_ERROR = re.compile(rb"(^|\n)MemoryError\b|std::bad_alloc")
+
+
+def runner_command(python: str = "python3") -> list[str]:
+    """The command that starts the runner inside a sandbox (isolated mode, no site: stdlib only)."""
+    return [python, "-I", "-S", "-c", RUNNER_SOURCE, WORK_ROOT, LAUNCHER_SOURCE]
 
 
 class Job(Protocol):
@@ -429,7 +435,6 @@ async def log_stream(stream: asyncio.StreamReader, label: str) -> None:
 
 
 __all__ = [
-    "RUNNER_SOURCE",
     "WORK_ROOT",
     "Job",
     "RunnerPool",
@@ -439,4 +444,5 @@ __all__ = [
     "limits_to_runner",
     "log_stream",
     "result_from_runner",
+    "runner_command",
 ]

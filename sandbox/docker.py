@@ -22,7 +22,7 @@ import socket
 import struct
 from typing import Any
 
-from sandbox.base import RUNNER_SOURCE, WORK_ROOT, RunnerPool, Transport
+from sandbox.base import WORK_ROOT, RunnerPool, Transport, runner_command
 from sandbox.local import sandbox_ceilings
 from sandbox.types import Limits, SandboxUnavailable
 
@@ -148,7 +148,7 @@ class DockerSandbox(RunnerPool):
         uid = next(self._uids)
         container = self._client.containers.create(
             self.image,
-            command=["python3", "-I", "-S", "-c", RUNNER_SOURCE, WORK_ROOT],
+            command=runner_command(),
             user=f"{uid}:{uid}",
             environment={"LANG": "C.UTF-8"},
             working_dir=WORK_ROOT,

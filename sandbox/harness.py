@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sandbox.base import Sandbox
-from sandbox.languages import Language, get_language
+from sandbox.languages import PYTHON, Language, get_language
 from sandbox.types import CaseResult, ExecResult, Limits, RunResult, Status, TestReport
 
 Comparator = Literal["exact", "whitespace", "float"]
 COMPARATORS: tuple[str, ...] = ("exact", "whitespace", "float")
 
 HARNESS_SOURCE = (Path(__file__).parent / "_pyharness.py").read_bytes()
-_HARNESS_ARGV = ("python3", "harness.py")
+_HARNESS_ARGV = (PYTHON, "harness.py")
 _DEFAULT_TAIL_BYTES = 1024
 
 

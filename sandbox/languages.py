@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PYTHON = "@python"
+"""argv[0] for "``python3 SCRIPT ARGS``, in an interpreter forked from a warm one": a Python job then costs
+a fork instead of an interpreter start (~10 ms, as much as a typical test itself). See ``_launcher.py``."""
 PYTHON_SYNTAX_CHECK = "@python-syntax"
-"""A compile argv[0] the runner handles itself: ``compile()`` in a forked copy of the runner, which
-reports syntax errors without paying a second interpreter start per job (about 12 ms)."""
+"""argv[0] of Python's compile stage: ``compile()`` the script in a forked warm interpreter and report
+a syntax error as a compile error, running nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,7 @@ LANGUAGES: dict[str, Language] = {
             name="python",
             source_file="main.py",
             compile=(PYTHON_SYNTAX_CHECK, "main.py"),
-            run=("python3", "main.py"),
+            run=(PYTHON, "main.py"),
             aliases=("python3", "py"),
             harness=True,
         ),

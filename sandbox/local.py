@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sandbox.base import RUNNER_SOURCE, WORK_ROOT, RunnerPool, Transport, log_stream
+from sandbox.base import WORK_ROOT, RunnerPool, Transport, log_stream, runner_command
 from sandbox.types import Limits, SandboxUnavailable
 
 logger = logging.getLogger("sandbox")
@@ -209,8 +209,7 @@ class LocalSandbox(RunnerPool):
         return argv
 
     def _command(self, cgroup: _Cgroup | None) -> list[str]:
-        runner = [self.python, "-I", "-S", "-c", RUNNER_SOURCE, WORK_ROOT]
-        command = [*self._bwrap_argv(cgroup), *runner]
+        command = [*self._bwrap_argv(cgroup), *runner_command(self.python)]
         if os.geteuid() == 0:
             command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
         if cgroup is not None:

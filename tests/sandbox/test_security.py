@@ -255,11 +255,14 @@ print("started")
     result = await run_program(sandbox, "python", code)
     assert result.run is not None and result.run.stdout == b"started\n"
     assert host_processes_with(marker) == []
-    listing = "import os, json\nprint(json.dumps(sorted(int(p) for p in os.listdir('/proc') if p.isdigit())))"
+    listing = (
+        "import os, json\n"
+        "print(json.dumps([sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getpid(), os.getppid()]))"
+    )
     after = await run_program(sandbox, "python", listing)
     assert after.run is not None
-    pids = json.loads(after.run.stdout)  # the job itself and the runner (PID 1), nothing else
-    assert len(pids) == 2 and 1 in pids, pids
+    pids, me, launcher = json.loads(after.run.stdout)
+    assert pids == sorted({1, launcher, me}), pids  # the runner, the launcher and the job: nothing else
 
 
 async def test_one_job_cannot_read_another_jobs_files(sandbox: Sandbox) -> None:
