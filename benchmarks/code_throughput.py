@@ -23,9 +23,7 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -33,9 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
+from _serve import REPO, local_server
 
-REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("RLVR_DATA_DIR", REPO.parent / "shared" / "data"))
 IMAGE = os.environ.get("RLVR_SANDBOX_IMAGE", "rlvr-sandbox:latest")
 PYTHON = "/usr/bin/python3"  # the interpreter the local backend runs jobs with
@@ -92,62 +89,37 @@ def docker_run(problems: list[dict[str, Any]], concurrency: int) -> tuple[float,
     return run_threads([job(p) for p in problems], concurrency)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def server(problems: list[dict[str, Any]], concurrency: int, backend: str) -> tuple[float, int]:
-    port = free_port()
     env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "RLVR_LOG_LEVEL": "warning",
         "RLVR_SANDBOX_BACKEND": backend,
         "RLVR_SANDBOX_POOL_SIZE": str(concurrency),
         "RLVR_SANDBOX_IMAGE": IMAGE,
         "RLVR_MATH_WORKERS": "1",
         "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
     }
-    proc = subprocess.Popen([sys.executable, "-m", "reward_server", "--port", str(port)], env=env, cwd=REPO)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
-            for _ in range(600):
-                try:
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.2)
-            else:
-                raise RuntimeError("the server did not become ready")
-            bodies = [
-                {
-                    "language": "python",
-                    "code": p["prompt"] + p["canonical_solution"],
-                    "tests": {"type": "assert", "test": p["test"], "entry_point": p["entry_point"]},
-                }
-                for p in problems
-            ]
-            probe = await client.post("/v1/code/test", json=bodies[0])
-            if probe.status_code != 200:
-                raise RuntimeError(f"{backend} backend: {probe.status_code} {probe.text}")
-            sem = asyncio.Semaphore(4 * concurrency)  # enough requests in flight to keep every sandbox busy
+    async with local_server(env) as client:
+        bodies = [
+            {
+                "language": "python",
+                "code": p["prompt"] + p["canonical_solution"],
+                "tests": {"type": "assert", "test": p["test"], "entry_point": p["entry_point"]},
+            }
+            for p in problems
+        ]
+        probe = await client.post("/v1/code/test", json=bodies[0])
+        if probe.status_code != 200:
+            raise RuntimeError(f"{backend} backend: {probe.status_code} {probe.text}")
+        sem = asyncio.Semaphore(4 * concurrency)  # enough requests in flight to keep every sandbox busy
 
-            async def send(body: dict[str, Any]) -> bool:
-                async with sem:
-                    r = await client.post("/v1/code/test", json=body)
-                    r.raise_for_status()
-                    return bool(r.json()["status"] == "passed")
+        async def send(body: dict[str, Any]) -> bool:
+            async with sem:
+                r = await client.post("/v1/code/test", json=body)
+                r.raise_for_status()
+                return bool(r.json()["status"] == "passed")
 
-            start = time.perf_counter()
-            passed = sum(await asyncio.gather(*(send(b) for b in bodies)))
-            return time.perf_counter() - start, passed
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        start = time.perf_counter()
+        passed = sum(await asyncio.gather(*(send(b) for b in bodies)))
+        return time.perf_counter() - start, passed
 
 
 def main() -> None:

@@ -112,9 +112,7 @@ def _run_python(argv):
     for name in [n for n in sys.modules if n not in _BASELINE]:
         del sys.modules[name]
     main = type(sys)("__main__")
-    main.__file__ = script
-    main.__builtins__ = builtins
-    main.__cached__ = None
+    main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None)
     sys.modules["__main__"] = main
     sys.argv = list(argv)
     sys.orig_argv = [sys.executable, *argv]

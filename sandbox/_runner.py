@@ -78,7 +78,7 @@ def _other_pids(spare):
 
 def _reap():
     """Reap every finished child. Returns the pids reaped."""
-    reaped = []
+    reaped: list[int] = []
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -360,6 +360,7 @@ class Runner:
                 os.close(s.fd)
                 s.open = False
 
+        assert exited is not None
         status, utime, stime, maxrss = exited
         oom_after = _oom_kills()
         stdout, stderr = sinks[0], sinks[1]
