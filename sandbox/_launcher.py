@@ -108,15 +108,16 @@ def _exit_code(exc):
 
 def _run_python(argv):
     """Run ``argv[0]`` as ``__main__`` with ``sys.argv = argv``, then exit as the interpreter would."""
-    script = argv[0]
+    script = os.path.abspath(argv[0])  # a script's __file__ and traceback paths are absolute since 3.9
     for name in [n for n in sys.modules if n not in _BASELINE]:
         del sys.modules[name]
     main = type(sys)("__main__")
-    main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None)
+    loader = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", script)
+    main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None, __loader__=loader, __annotations__={})
     sys.modules["__main__"] = main
     sys.argv = list(argv)
-    sys.orig_argv = [sys.executable, *argv]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sys.orig_argv = ["python3", *argv]
+    sys.path[0] = os.path.dirname(script)
     code = 0
     try:
         with open(script, "rb") as f:
@@ -126,7 +127,8 @@ def _run_python(argv):
         code = _exit_code(exc)
     except BaseException as exc:
         tb = exc.__traceback__
-        sys.excepthook(type(exc), exc, tb.tb_next if tb is not None else None)  # hide this frame
+        exc.__traceback__ = tb.tb_next if tb is not None else None  # hide this frame, as the interpreter does
+        sys.excepthook(type(exc), exc, exc.__traceback__)
         code = 1
     threading = sys.modules.get("threading")
     if threading is not None:
