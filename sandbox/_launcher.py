@@ -13,7 +13,8 @@ and in the child applies the limits and then, by ``mode``:
   ``__del__`` methods are not run at exit;
 * ``syntax``: compiles the script and reports a syntax error, running nothing (the compile stage).
 
-It answers ``("started", pid, spawn_error)`` then ``("exited", wait_status, utime_s, stime_s, maxrss_kb)``.
+It answers ``("forked", pid)`` (before any code of the job runs) then ``("exited", wait_status, utime_s,
+stime_s, maxrss_kb, spawn_error)``.
 
 The launcher is non-dumpable, so a job (same uid) cannot ptrace it or read its memory to tamper with the
 jobs after it; a job can only kill it, and then the runner adopts the job and starts a new launcher.
@@ -145,8 +146,8 @@ def _run_python(argv):
     os._exit(code)
 
 
-def _child(ctl, fds, argv, limits, mode, report_w):
-    """In the forked child: wire the pipes, apply the limits, then exec or run. Never returns."""
+def _child(ctl, fds, argv, limits, mode, report_w, gate_r):
+    """In the forked child: wire the pipes, apply the limits, wait for the go, then exec or run."""
     try:
         ctl.close()
         os.setpgid(0, 0)
@@ -157,10 +158,16 @@ def _child(ctl, fds, argv, limits, mode, report_w):
         if len(fds) > 3:
             os.dup2(fds[3], _CHANNEL_FD)
             keep = _CHANNEL_FD + 1
-        os.closerange(keep, report_w)
-        os.closerange(report_w + 1, 1 << 16)
+        low, high = sorted((report_w, gate_r))
+        os.closerange(keep, low)
+        os.closerange(low + 1, high)
+        os.closerange(high + 1, 1 << 16)
         _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
         _apply_limits(limits)
+        # No code of the job runs before the runner knows its pid: a job that kills the launcher at once
+        # is then still one the runner can adopt.
+        os.read(gate_r, 1)
+        os.close(gate_r)
         if mode == "exec":
             # Python ignores SIGPIPE and SIGXFSZ; an ignored signal would stay ignored across exec.
             for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGINT):
@@ -192,20 +199,24 @@ def main():
             os._exit(0)
         (argv, limits, mode), fds = request
         report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        gate_r, gate_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
-            _child(ctl, fds, argv, limits, mode, report_w)
-        os.close(report_w)
-        for fd in fds:
+            _child(ctl, fds, argv, limits, mode, report_w, gate_r)
+        for fd in (report_w, gate_r, *fds):
             os.close(fd)
-        # EOF on the report pipe: exec succeeded (it is close-on-exec) or the script started; text: failure.
-        spawn_error = b""
-        while chunk := os.read(report_r, 4096):
-            spawn_error += chunk
-        os.close(report_r)
-        ctl.send(marshal.dumps(("started", pid, spawn_error.decode("utf-8", "replace") or None)))
+        ctl.send(marshal.dumps(("forked", pid)))
+        os.write(gate_w, b"g")
+        os.close(gate_w)
         _, status, usage = os.wait4(pid, 0)
-        ctl.send(marshal.dumps(("exited", status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss)))
+        # Text on the report pipe (close-on-exec, closed before a script runs) means the start failed.
+        os.set_blocking(report_r, False)
+        try:
+            spawn_error = os.read(report_r, 4096).decode("utf-8", "replace") or None
+        except BlockingIOError:
+            spawn_error = None
+        os.close(report_r)
+        ctl.send(marshal.dumps(("exited", status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss, spawn_error)))
 
 
 if __name__ == "__main__":

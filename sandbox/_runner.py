@@ -296,8 +296,8 @@ class Runner:
         launcher.send((argv, limits, mode), child_fds)
         for fd in child_fds:
             os.close(fd)
-        kind, pid, spawn_error = launcher.receive(_LAUNCH_TIMEOUT_S)
-        assert kind == "started", kind
+        kind, pid = launcher.receive(_LAUNCH_TIMEOUT_S)
+        assert kind == "forked", kind
 
         sinks = [_Sink(stdout_r, cap, "head"), _Sink(stderr_r, cap, "tail")]
         if channel is not None:
@@ -307,7 +307,7 @@ class Runner:
         feeder = _Feeder(stdin_w, stdin)
 
         deadline = start + float(limits["time_s"])
-        exited = None  # (wait status, utime, stime, maxrss) once the launcher reports the exit
+        exited = None  # (wait status, utime, stime, maxrss, spawn error) once the launcher reports the exit
         adopted = False  # the launcher died (the job killed it): the job is now our child to wait for
         timed_out = False
         while exited is None:
@@ -361,7 +361,7 @@ class Runner:
                 s.open = False
 
         assert exited is not None
-        status, utime, stime, maxrss = exited
+        status, utime, stime, maxrss, spawn_error = exited
         oom_after = _oom_kills()
         stdout, stderr = sinks[0], sinks[1]
         return {
@@ -378,7 +378,9 @@ class Runner:
             "channel_bytes": channel.total if channel is not None else 0,
             "timed_out": timed_out,
             "oom_killed": oom_before >= 0 and oom_after > oom_before,
-            # A job that killed the launcher is treated like one that left a process behind.
+            # A job that killed the launcher fails (its own exit status may be lost with the launcher),
+            # and its sandbox is replaced as if it had left a process behind.
+            "launcher_killed": adopted,
             "leftover": left or adopted,
             "clean": gone,
             "spawn_error": spawn_error,
@@ -386,14 +388,19 @@ class Runner:
 
 
 def _wait_adopted(pid, block):
-    """Exit of a job whose launcher died (so it is the runner's child now): (status, 0, 0, 0) or None."""
-    try:
-        got, status, usage = os.wait4(pid, 0 if block else os.WNOHANG)
-    except ChildProcessError:  # already reaped, its status lost: report it as killed
-        return (int(signal.SIGKILL), 0.0, 0.0, 0)
-    if got == 0:
-        return None
-    return (status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss)
+    """Exit of a job whose launcher died (so it is the runner's child now), or None while it runs."""
+    while True:
+        try:
+            got, status, usage = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            if not os.path.exists(f"/proc/{pid}"):  # reaped by the dying launcher: its status is lost
+                return (int(signal.SIGKILL), 0.0, 0.0, 0, None)
+            got = 0  # the launcher's exit has not handed it to us yet
+        if got == pid:
+            return (status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss, None)
+        if not block:
+            return None
+        time.sleep(0.001)
 
 
 def _harden():

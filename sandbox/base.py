@@ -164,6 +164,8 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
     reusable = True
     if spawn_error:
         status, detail = Status.SANDBOX_ERROR, f"could not start {argv[0]!r}: {spawn_error}"
+    elif answer.get("launcher_killed"):
+        status, detail = Status.RUNTIME_ERROR, "killed the sandbox's process launcher (its parent)"
     elif answer["timed_out"]:
         status, detail = Status.TIMEOUT, f"still running after {limits.time_s:g} s; killed"
     elif answer["oom_killed"]:

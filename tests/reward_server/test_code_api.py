@@ -264,7 +264,7 @@ HOSTILE = {
     "output-100MB": ("import sys\nsys.stdout.write('x' * 100_000_000)", {"output_limit"}),
     "kill-parent": (
         "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\nprint(4)",
-        {"ok"},
+        {"runtime_error"},
     ),
     "write-outside": ("open('/usr/lib/evil.py', 'w').write('x')", {"runtime_error"}),
     "background-process": (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox import Limits, Sandbox
+from sandbox import Limits, Sandbox, Status
 
 # (program, stdin, why)
 PROGRAMS = [
@@ -72,7 +72,9 @@ async def test_a_job_that_kills_the_launcher_gets_its_verdict_and_the_next_one_w
     for _ in range(2):
         async with sandbox.job({"main.py": code.encode()}) as job:
             result = await job.exec(["@python", "main.py"], limits=Limits())
-            assert (result.exit_code, result.stdout) == (0, b"still here\n")
+            # Always a failure: the job's own exit status may have died with the launcher.
+            assert (result.status, result.stdout) == (Status.RUNTIME_ERROR, b"still here\n")
+            assert result.detail == "killed the sandbox's process launcher (its parent)"
             assert not result.reusable  # it attacked the sandbox: that sandbox is replaced
     async with sandbox.job({"main.py": b"print(5)"}) as job:
         result = await job.exec(["@python", "main.py"], limits=Limits())

@@ -294,7 +294,8 @@ print("{token}" in repr(found))
 
 
 async def test_killing_the_parent_hits_nothing(sandbox: Sandbox) -> None:
-    # code-008: the runner is PID 1 of the sandbox's namespace: signals from inside do not reach it.
+    # code-008: the runner is PID 1 of the sandbox's namespace: signals from inside do not reach it. The
+    # parent is the launcher, which a job can kill: the job then fails and its sandbox is replaced.
     code = """
 import os, signal
 for pid in (os.getppid(), 1):
@@ -306,8 +307,9 @@ for pid in (os.getppid(), 1):
 print(4)
 """
     result = await run_program(sandbox, "python", code)
-    assert result.status is Status.OK
+    assert result.status is Status.RUNTIME_ERROR
     assert result.run is not None and result.run.stdout == b"4\n"
+    assert result.detail == "killed the sandbox's process launcher (its parent)"
     await assert_still_serving(sandbox)
 
 
