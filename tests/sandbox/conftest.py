@@ -20,6 +20,23 @@ from tests.conftest import IN_CI
 MAX_LIMITS = Limits(time_s=30, memory_mb=2048, max_processes=64, output_bytes=16 * 1024 * 1024, stack_mb=1024)
 
 
+# Forks sleeping children until the process limit stops it, then prints how many it got.
+FORK_COUNTER = """
+import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+print(n)
+"""
+
+
 def make_sandbox(kind: str, pool_size: int = 2) -> Sandbox:
     if kind == "docker":
         return DockerSandbox(pool_size, max_limits=MAX_LIMITS)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from sandbox import Limits, Sandbox, Status, run_program
-from tests.sandbox.conftest import make_sandbox, started
+from tests.sandbox.conftest import FORK_COUNTER, make_sandbox, started
 
 CPP_SUM = """#include <bits/stdc++.h>
 int main() { long long a, b; std::cin >> a >> b; std::cout << a + b << "\\n"; }
@@ -117,6 +117,14 @@ async def test_cpp_bad_alloc_is_memory_limit(sandbox: Sandbox) -> None:
     code = "#include <vector>\nint main() { std::vector<char> v(3000000000ULL); return v[7]; }"
     result = await run_program(sandbox, "cpp", code, limits=Limits(memory_mb=512))
     assert result.status is Status.MEMORY_LIMIT
+
+
+@pytest.mark.parametrize("max_processes", [5, 20])
+async def test_process_limit_is_exact(sandbox: Sandbox, max_processes: int) -> None:
+    # The program itself is one of its max_processes: it can fork max_processes - 1 children.
+    result = await run_program(sandbox, "python", FORK_COUNTER, limits=Limits(max_processes=max_processes))
+    assert result.run is not None and result.run.stdout == f"{max_processes - 1}\n".encode()
+    assert not result.run.reusable  # its sleeping children were left behind (and killed)
 
 
 async def test_deep_recursion_with_a_raised_stack(sandbox: Sandbox) -> None:

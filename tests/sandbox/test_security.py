@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from sandbox import Limits, Sandbox, Status, run_program
+from sandbox.local import _Cgroup
 from tests.sandbox.conftest import started
+from tests.sandbox.test_conformance import FORK_COUNTER
 
 
 async def assert_still_serving(sandbox: Sandbox) -> None:
@@ -342,3 +344,20 @@ print(os.getuid() != 0, os.geteuid() != 0)
     result = await run_program(sandbox, "python", code)
     assert result.run is not None
     assert result.run.stdout == b"0000000000000000 0000000000000000 1\nTrue True\n", result.run.stdout
+
+
+@pytest.mark.bwrap
+async def test_local_without_a_cgroup_still_contains_hostile_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hosts without a writable cgroup v1 hierarchy (cgroup v2, not root) rely on rlimits alone.
+    monkeypatch.setattr(_Cgroup, "parents", classmethod(lambda cls, tag: None))
+    sandbox = await started("local", pool_size=1)
+    try:
+        assert sandbox.isolation == "rlimits"  # type: ignore[attr-defined]
+        counted = await run_program(sandbox, "python", FORK_COUNTER, limits=Limits(max_processes=10))
+        assert counted.run is not None and counted.run.stdout == b"9\n"
+        await test_fork_bomb_is_contained(sandbox)
+        hog = await run_program(sandbox, "python", "x = bytearray(8 * 1024 ** 3)", limits=Limits(memory_mb=1024))
+        assert hog.status is Status.MEMORY_LIMIT
+        await assert_still_serving(sandbox)
+    finally:
+        await sandbox.close()
