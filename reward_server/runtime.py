@@ -52,6 +52,9 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
             metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
         logger.info("math pool ready: %d workers", settings.math_workers)
         sandbox, sandbox_unavailable = await sandbox_start
+        if metrics is not None and sandbox is not None:
+            live = sandbox
+            metrics.workers_alive.labels("sandbox").set_function(lambda: live.alive)
         yield ScoringContext(
             math_pool=pool,
             math_timeout_s=settings.math_timeout_s,

@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import signal
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -40,6 +41,7 @@ _EXEC_GRACE_S = 10.0
 """How long past a run's own limit the host waits for the runner's answer before it gives the sandbox up."""
 _RESPAWN_ATTEMPTS = 5
 _RESPAWN_BACKOFF_S = 0.5
+_REFILL_INTERVAL_S = 5.0
 _MEMORY_ERROR = re.compile(rb"(^|\n)MemoryError\b|std::bad_alloc")
 
 
@@ -73,6 +75,11 @@ class Sandbox(Protocol):
     """
 
     name: str
+
+    @property
+    def alive(self) -> int:
+        """Sandboxes up now (idle or busy)."""
+        ...
 
     async def start(self) -> None: ...
 
@@ -287,6 +294,7 @@ class RunnerPool(abc.ABC):
         self._respawning = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
+        self._last_refill = time.monotonic()
         self._spawned = 0
         self.replaced = 0
         """Sandboxes replaced so far (a job hit a limit, left a process behind, or broke the runner)."""
@@ -317,7 +325,7 @@ class RunnerPool(abc.ABC):
             raise SandboxUnavailable(f"{self.name}: no sandbox could be started: {errors[0]}")
         for error in errors:
             logger.error("%s: a sandbox failed to start: %s", self.name, error)
-            self._schedule(self._respawn())
+            self._start_respawn()
         self._idle.extend(r for r in results if isinstance(r, _Slot))
 
     async def close(self) -> None:
@@ -369,17 +377,20 @@ class RunnerPool(abc.ABC):
         self._slots.discard(slot)
         await slot.transport.kill()
         if not self._closed:
-            self._schedule(self._respawn())
+            self._start_respawn()
 
     async def _acquire(self) -> tuple[_Slot | None, str | None]:
         if self._cond is None:
             return None, f"{self.name} is not started"
+        refilled = False
         async with self._cond:
             while not self._idle:
                 if self._closed:
                     return None, f"{self.name} is closed"
                 if not self._slots and self._respawning == 0:
-                    return None, f"{self.name}: every sandbox failed and none could be restarted"
+                    if refilled or not self._refill():
+                        return None, f"{self.name}: every sandbox failed and none could be restarted"
+                    refilled = True  # wait for this round of restarts, but for no other
                 await self._cond.wait()
             return self._idle.popleft(), None
 
@@ -409,8 +420,23 @@ class RunnerPool(abc.ABC):
         self._slots.add(slot)
         return slot
 
+    def _start_respawn(self) -> None:
+        self._respawning += 1  # counted now, so a waiting job knows that a sandbox is on its way
+        self._schedule(self._respawn())
+
+    def _refill(self) -> bool:
+        """Start sandboxes for the slots that restarts gave up on (the engine may be back), at most every
+        few seconds. Returns whether it started any."""
+        now = time.monotonic()
+        missing = self.pool_size - len(self._slots) - self._respawning
+        if self._closed or missing <= 0 or now - self._last_refill < _REFILL_INTERVAL_S:
+            return False
+        self._last_refill = now
+        for _ in range(missing):
+            self._start_respawn()
+        return True
+
     async def _respawn(self) -> None:
-        self._respawning += 1
         try:
             for attempt in range(_RESPAWN_ATTEMPTS):
                 try:
@@ -419,7 +445,8 @@ class RunnerPool(abc.ABC):
                     if self._closed:
                         return
                     logger.error("%s: restarting a sandbox failed (try %d): %s", self.name, attempt + 1, exc)
-                    await asyncio.sleep(_RESPAWN_BACKOFF_S * 2**attempt)
+                    if attempt + 1 < _RESPAWN_ATTEMPTS:
+                        await asyncio.sleep(_RESPAWN_BACKOFF_S * 2**attempt)
                     continue
                 self._idle.append(slot)
                 return

@@ -223,6 +223,7 @@ def test_verdicts_are_counted(client: TestClient) -> None:
     client.post("/v1/code/run", json={"language": "python", "code": "print(1)"})
     metrics = client.get("/metrics").text
     assert 'rlvr_verdicts_total{component="code_run",status="ok"}' in metrics
+    assert 'rlvr_workers_alive{pool="sandbox"} 2.0' in metrics
 
 
 # ---------------------------------------------------------------------------------------- live server

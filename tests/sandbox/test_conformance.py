@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from sandbox import Limits, Sandbox, Status, run_program
-from tests.sandbox.conftest import FORK_COUNTER, make_sandbox, started
+from sandbox import Limits, Sandbox, SandboxUnavailable, Status, run_program
+from tests.sandbox.conftest import FORK_COUNTER, make_sandbox, started, unavailable
 
 CPP_SUM = """#include <bits/stdc++.h>
 int main() { long long a, b; std::cin >> a >> b; std::cout << a + b << "\\n"; }
@@ -213,3 +213,37 @@ async def test_closed_sandbox_gives_sandbox_error() -> None:
     sandbox = make_sandbox("local", 1)
     result = await run_program(sandbox, "python", "print(1)")  # never started
     assert result.status is Status.SANDBOX_ERROR
+
+
+async def test_pool_recovers_when_sandboxes_can_start_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restarts that fail (an engine down) leave the pool empty: jobs get sandbox_error, never a hang, and
+    the pool fills again once sandboxes start."""
+    import sandbox.base as base
+    from sandbox.local import LocalSandbox
+
+    monkeypatch.setattr(base, "_RESPAWN_ATTEMPTS", 1)
+    monkeypatch.setattr(base, "_REFILL_INTERVAL_S", 0.0)
+
+    class Flaky(LocalSandbox):
+        broken = False
+
+        async def _spawn(self, label: str) -> base.Transport:
+            if self.broken:
+                raise SandboxUnavailable("engine down")
+            return await super()._spawn(label)
+
+    sandbox = Flaky(1)
+    try:
+        await sandbox.start()
+    except SandboxUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        sandbox.broken = True
+        await run_program(sandbox, "python", "while True: pass", limits=Limits(time_s=0.3))  # replaced: fails
+        result = await asyncio.wait_for(run_program(sandbox, "python", "print(1)"), 30)
+        assert result.status is Status.SANDBOX_ERROR
+        sandbox.broken = False
+        result = await asyncio.wait_for(run_program(sandbox, "python", "print(1)"), 30)
+        assert result.status is Status.OK and sandbox.alive == 1
+    finally:
+        await sandbox.close()
