@@ -3,6 +3,7 @@ serving while hostile programs run (on both sandbox backends)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import socket
 import threading
@@ -223,7 +224,8 @@ def test_verdicts_are_counted(client: TestClient) -> None:
     client.post("/v1/code/run", json={"language": "python", "code": "print(1)"})
     metrics = client.get("/metrics").text
     assert 'rlvr_verdicts_total{component="code_run",status="ok"}' in metrics
-    assert 'rlvr_workers_alive{pool="sandbox"} 2.0' in metrics
+    # 1 or 2: a sandbox replaced after an earlier test's timeout may still be starting.
+    assert re.search(r'^rlvr_workers_alive\{pool="sandbox"\} [12]\.0$', metrics, re.M), metrics
 
 
 # ---------------------------------------------------------------------------------------- live server
