@@ -4,7 +4,7 @@ It runs INSIDE the sandbox (as PID 1 of its own PID namespace, unprivileged, no 
 each job's processes there, so a job costs one fork instead of a ``docker exec`` (~60 ms) or a new
 bubblewrap (~17 ms). Processes are started by the launcher (``_launcher.py``), a warm interpreter this
 runner keeps beside it, so a Python job does not even pay an interpreter start. Both backends start the
-runner the same way (``python3 -I -S -c <this file's text> WORK_ROOT LAUNCHER_SOURCE``), so this file
+runner the same way (``python3 -I -S -c <this file's text> WORK_ROOT <the launcher's text>``), so this file
 must only use the standard library and must not import the project.
 
 Protocol: one JSON object per line on stdin, one JSON answer per line on stdout, strictly in turn.

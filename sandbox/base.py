@@ -13,6 +13,7 @@ import abc
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -28,12 +29,8 @@ from sandbox.types import ExecResult, Limits, SandboxUnavailable, Status
 
 logger = logging.getLogger("sandbox")
 
-RUNNER_SOURCE = (Path(__file__).parent / "_runner.py").read_text()
-LAUNCHER_SOURCE = (Path(__file__).parent / "_launcher.py").read_text()
-"""The runner's and the launcher's sources, passed on the command line so no image or host path holds them."""
-
 WORK_ROOT = "/work"
-"""The tmpfs, inside every sandbox, that holds the job work directories."""
+"""The tmpfs, inside every sandbox, that is the work directory of the job it runs (emptied between jobs)."""
 
 _OPEN_TIMEOUT_S = 10.0
 _CLOSE_TIMEOUT_S = 10.0
@@ -45,9 +42,17 @@ _REFILL_INTERVAL_S = 5.0
 _MEMORY_ERROR = re.compile(rb"(^|\n)MemoryError\b|std::bad_alloc")
 
 
+@functools.cache
+def in_sandbox_source(name: str) -> str:
+    """The text of one of the programs that run inside the sandbox (``_runner.py``, ``_launcher.py``,
+    ``_pyharness.py``): they travel on the command line or as job files, so no image or host path has to
+    hold them, and an image never goes stale."""
+    return (Path(__file__).parent / name).read_text()
+
+
 def runner_command(python: str = "python3") -> list[str]:
     """The command that starts the runner inside a sandbox (isolated mode, no site: stdlib only)."""
-    return [python, "-I", "-S", "-c", RUNNER_SOURCE, WORK_ROOT, LAUNCHER_SOURCE]
+    return [python, "-I", "-S", "-c", in_sandbox_source("_runner.py"), WORK_ROOT, in_sandbox_source("_launcher.py")]
 
 
 class Job(Protocol):
@@ -470,6 +475,7 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailable",
     "Transport",
+    "in_sandbox_source",
     "limits_to_runner",
     "log_stream",
     "result_from_runner",

@@ -28,17 +28,15 @@ import math
 import re
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from sandbox.base import Sandbox
+from sandbox.base import Sandbox, in_sandbox_source
 from sandbox.languages import PYTHON, Language, get_language
 from sandbox.types import CaseResult, ExecResult, Limits, RunResult, Status, TestReport
 
 Comparator = Literal["exact", "whitespace", "float"]
 COMPARATORS: tuple[str, ...] = ("exact", "whitespace", "float")
 
-HARNESS_SOURCE = (Path(__file__).parent / "_pyharness.py").read_bytes()
 _HARNESS_ARGV = (PYTHON, "harness.py")
 _DEFAULT_TAIL_BYTES = 1024
 
@@ -371,7 +369,7 @@ async def _run_harness(
         spec = marshal.dumps(_harness_spec(tests, limits, early_stop))
     except ValueError as exc:
         return _grader_error(f"the test inputs cannot be sent to the harness: {exc}", total)
-    files = {"harness.py": HARNESS_SOURCE, "solution.py": code.encode()}
+    files = {"harness.py": in_sandbox_source("_pyharness.py").encode(), "solution.py": code.encode()}
     # One process runs every case: it gets each case's time, plus one more for loading the program.
     process_limits = dataclasses.replace(limits, time_s=limits.time_s * (total + 1))
     async with sandbox.job(files) as job:
