@@ -10,12 +10,13 @@ must only use the standard library and must not import the project.
 Protocol: one JSON object per line on stdin, one JSON answer per line on stdout, strictly in turn.
 Bytes travel as base64.
 
-* ``{"op": "open", "files": {"main.py": b64}}``: empty the work dir (a tmpfs) and write the files.
+* ``{"op": "open", "files": {"main.py": b64}}``: empty the work dir and ``/dev/shm`` (both tmpfs) and
+  write the files.
 * ``{"op": "exec", "argv": [...], "stdin": b64, "limits": {...}, "channel": bool}``: run one process
   in the work dir under the limits; answer its exit, time, peak memory and capped output. ``argv[0]``
   may be ``@python`` (run the script ``argv[1]`` in a warm interpreter) or ``@python-syntax`` (compile
   it and report syntax errors only).
-* ``{"op": "close"}``: kill whatever is left and empty the work dir.
+* ``{"op": "close"}``: kill whatever is left and empty the work dir and ``/dev/shm``.
 
 Why each guard is here:
 
@@ -48,6 +49,7 @@ CHANNEL_FD = 3  # where an exec with "channel": true finds the harness's result 
 _CHUNK = 1 << 16
 _REAP_WAIT_S = 3.0
 _MODES = {"@python": "python", "@python-syntax": "syntax"}
+_SHM = "/dev/shm"
 _LAUNCH_TIMEOUT_S = 10.0
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 _OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
@@ -241,15 +243,20 @@ class Runner:
         return self.launcher
 
     def _wipe(self):
-        for name in os.listdir(self.root):
-            path = os.path.join(self.root, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-        if os.listdir(self.root):
-            raise RuntimeError(f"could not empty {self.root}")
+        """Empty the work dir and /dev/shm (POSIX semaphores and shared memory live there): the two
+        places a job can write, so nothing a job writes outlives it."""
+        for directory in (self.root, _SHM):
+            if not os.path.isdir(directory):
+                continue
+            for name in os.listdir(directory):
+                path = os.path.join(directory, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+            if os.listdir(directory):
+                raise RuntimeError(f"could not empty {directory}")
 
     def open(self, req):
         self._wipe()

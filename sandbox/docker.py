@@ -23,7 +23,7 @@ import struct
 from typing import Any
 
 from sandbox.base import WORK_ROOT, RunnerPool, Transport, runner_command
-from sandbox.local import sandbox_ceilings
+from sandbox.local import SHM_MB, sandbox_ceilings
 from sandbox.types import Limits, SandboxUnavailable
 
 logger = logging.getLogger("sandbox")
@@ -155,14 +155,18 @@ class DockerSandbox(RunnerPool):
             hostname="sandbox",
             network_mode="none",
             read_only=True,
-            tmpfs={WORK_ROOT: f"size={self.work_mb}m,mode=1777,exec,nosuid,nodev"},
+            # /dev/shm is private to the container and emptied with the work dir after each job.
+            tmpfs={
+                WORK_ROOT: f"size={self.work_mb}m,mode=1777,exec,nosuid,nodev",
+                "/dev/shm": f"size={SHM_MB}m,mode=1777,noexec,nosuid,nodev",
+            },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             mem_limit=f"{memory_mb}m",
             memswap_limit=f"{memory_mb}m",
             pids_limit=pids,
             nano_cpus=int(self.cpus * 1e9),
-            ipc_mode="none",  # no /dev/shm either: it would be a writable tmpfs shared by jobs
+            ipc_mode="none",  # its own IPC namespace; /dev/shm is the tmpfs above
             # stdin_open without detach makes docker-py set StdinOnce: stdin closes when we detach.
             stdin_open=True,
             detach=False,

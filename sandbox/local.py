@@ -31,13 +31,14 @@ BWRAP_FIX = "apt-get install bubblewrap"
 _CGROUP_V1 = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("memory", "pids", "cpu")
 _RUNNER_OVERHEAD_MB = 128
+SHM_MB = 64
 _CPU_PERIOD_US = 100_000
 _LINE_LIMIT = 1 << 28  # one runner answer carries up to two output buffers in base64
 
 
 def sandbox_ceilings(max_limits: Limits, work_mb: int) -> tuple[int, int]:
     """The (memory MiB, pids) ceiling of one sandbox (container or cgroup), above any single run's limits."""
-    memory_mb = max(max_limits.memory_mb, max_limits.compile_memory_mb) + work_mb + _RUNNER_OVERHEAD_MB
+    memory_mb = max(max_limits.memory_mb, max_limits.compile_memory_mb) + work_mb + SHM_MB + _RUNNER_OVERHEAD_MB
     pids = max(max_limits.max_processes, 16) + 8
     return memory_mb, pids
 
@@ -198,11 +199,13 @@ class LocalSandbox(RunnerPool):
                 argv += ["--ro-bind", str(host), f"/{top}"]
         argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        # Its own /dev/shm (multiprocessing's semaphores need one), emptied with the work dir after each job.
+        argv += ["--perms", "1777", "--size", str(SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm"]
         argv += ["--perms", "1777", "--size", str(self.work_mb * 1024 * 1024), "--tmpfs", WORK_ROOT]
         if cgroup is not None:
             # The runner reads its OOM-kill counter where a container would see it.
             argv += ["--ro-bind", str(cgroup.dirs["memory"]), "/sys/fs/cgroup/memory"]
-        # Everything but the work dir is read-only; /dev/shm would otherwise be a tmpfs shared by jobs.
+        # Everything else is read-only.
         argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", WORK_ROOT, "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
         argv += ["--setenv", "LANG", "C.UTF-8", "--cap-drop", "ALL"]

@@ -156,6 +156,15 @@ async def test_tmpdir_is_the_work_dir(sandbox: Sandbox) -> None:
     assert result.run is not None and result.run.stdout == b"/work /work\n"
 
 
+async def test_multiprocessing_works(sandbox: Sandbox) -> None:
+    code = (
+        "import multiprocessing as mp\ndef sq(x):\n    return x * x\nif __name__ == '__main__':\n"
+        "    with mp.Pool(2) as pool:\n        print(pool.map(sq, range(5)))"
+    )
+    result = await run_program(sandbox, "python", code)
+    assert result.run is not None and result.run.stdout == b"[0, 1, 4, 9, 16]\n", result.run.stderr
+
+
 async def test_large_unread_stdin_is_no_sandbox_error(sandbox: Sandbox) -> None:
     # code-021: 400 KB of stdin, far above a pipe buffer, that the program never reads.
     result = await run_program(sandbox, "python", "raise SystemExit(3)", stdin=b"1\n" * 200_000)

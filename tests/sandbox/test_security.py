@@ -226,7 +226,7 @@ async def test_writes_outside_the_work_dir_fail(sandbox: Sandbox) -> None:
     code = """
 import os, sysconfig
 targets = [os.path.join(sysconfig.get_paths()["purelib"], "sitecustomize.py"), "/usr/bin/evil", "/evil",
-           "/tmp/evil", "/etc/evil", "/dev/shm/evil", "/proc/sys/kernel/evil", "/sys/evil", "../evil"]
+           "/tmp/evil", "/etc/evil", "/dev/evil", "/proc/sys/kernel/evil", "/sys/evil", "../evil"]
 for path in targets:
     try:
         with open(path, "w") as f:
@@ -240,6 +240,18 @@ for path in targets:
     assert b"wrote" not in result.run.stdout, result.run.stdout
     follow_up = await run_program(sandbox, "python", "print(2)")
     assert follow_up.run is not None and follow_up.run.stdout == b"2\n"  # nothing was poisoned (code-011)
+
+
+async def test_shared_memory_does_not_outlive_its_job(sandbox: Sandbox) -> None:
+    # /dev/shm is writable (multiprocessing needs it) but private to the sandbox and emptied after each job.
+    token = secrets.token_hex(8)
+    write = f"open('/dev/shm/note', 'w').write('{token}')\nprint('written')"
+    look = "import os\nprint(os.listdir('/dev/shm'), os.listdir('/work'))"
+    for _ in range(3):  # more jobs than sandboxes: some land where the note was written
+        first = await run_program(sandbox, "python", write)
+        assert first.run is not None and first.run.stdout == b"written\n"
+        second = await run_program(sandbox, "python", look)
+        assert second.run is not None and second.run.stdout == b"[] ['main.py']\n"
 
 
 async def test_background_process_is_gone_before_the_next_job(sandbox: Sandbox) -> None:
