@@ -319,6 +319,9 @@ class WorkerPool:
         """A worker died before loading its handler. Retry a few times, then declare the pool broken
         rather than respawn forever (a handler that cannot import would otherwise fork without end)."""
         worker.process.join(0.05)
+        if self._broken:
+            self._detach(worker)  # the pool is already declared broken; do not respawn
+            return
         self._startup_failures += 1
         reason = f"worker exited with code {worker.process.exitcode} before it was ready"
         if self._startup_failures >= 3 or not self._all_ready.is_set():
