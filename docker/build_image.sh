@@ -19,5 +19,5 @@ packages=${4:?usage: build_image.sh DIR TAG BASE_TAG PACKAGES}
 
 "$here/build_base.sh" "$base" "$packages"
 # The legacy builder needs no buildx plugin and, with --network none, proves the build is offline.
-DOCKER_BUILDKIT=0 docker build --quiet --network none --build-arg BASE="$base" "${@:5}" -t "$tag" "$here/$dir" >/dev/null
+DOCKER_BUILDKIT=0 docker build --quiet --force-rm --network none --build-arg BASE="$base" "${@:5}" -t "$tag" "$here/$dir" >/dev/null
 echo "built $tag"
