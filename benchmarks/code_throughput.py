@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 from _serve import REPO, local_server
 
 DATA = Path(os.environ.get("RLVR_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -89,6 +90,36 @@ def docker_run(problems: list[dict[str, Any]], concurrency: int) -> tuple[float,
     return run_threads([job(p) for p in problems], concurrency)
 
 
+def humaneval_bodies(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``POST /v1/code/test`` bodies: each canonical solution against its ``check``."""
+    return [
+        {
+            "language": "python",
+            "code": p["prompt"] + p["canonical_solution"],
+            "tests": {"type": "assert", "test": p["test"], "entry_point": p["entry_point"]},
+        }
+        for p in problems
+    ]
+
+
+async def post_tests(client: httpx.AsyncClient, bodies: list[dict[str, Any]], concurrency: int) -> tuple[float, int]:
+    """Send every body to ``POST /v1/code/test``; return (seconds, how many passed)."""
+    probe = await client.post("/v1/code/test", json=bodies[0])
+    if probe.status_code != 200:
+        raise RuntimeError(f"{client.base_url}: {probe.status_code} {probe.text}")
+    sem = asyncio.Semaphore(4 * concurrency)  # enough requests in flight to keep every sandbox busy
+
+    async def send(body: dict[str, Any]) -> bool:
+        async with sem:
+            r = await client.post("/v1/code/test", json=body)
+            r.raise_for_status()
+            return bool(r.json()["status"] == "passed")
+
+    start = time.perf_counter()
+    passed = sum(await asyncio.gather(*(send(b) for b in bodies)))
+    return time.perf_counter() - start, passed
+
+
 async def server(problems: list[dict[str, Any]], concurrency: int, backend: str) -> tuple[float, int]:
     env = {
         "RLVR_SANDBOX_BACKEND": backend,
@@ -98,28 +129,7 @@ async def server(problems: list[dict[str, Any]], concurrency: int, backend: str)
         "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
     }
     async with local_server(env) as client:
-        bodies = [
-            {
-                "language": "python",
-                "code": p["prompt"] + p["canonical_solution"],
-                "tests": {"type": "assert", "test": p["test"], "entry_point": p["entry_point"]},
-            }
-            for p in problems
-        ]
-        probe = await client.post("/v1/code/test", json=bodies[0])
-        if probe.status_code != 200:
-            raise RuntimeError(f"{backend} backend: {probe.status_code} {probe.text}")
-        sem = asyncio.Semaphore(4 * concurrency)  # enough requests in flight to keep every sandbox busy
-
-        async def send(body: dict[str, Any]) -> bool:
-            async with sem:
-                r = await client.post("/v1/code/test", json=body)
-                r.raise_for_status()
-                return bool(r.json()["status"] == "passed")
-
-        start = time.perf_counter()
-        passed = sum(await asyncio.gather(*(send(b) for b in bodies)))
-        return time.perf_counter() - start, passed
+        return await post_tests(client, humaneval_bodies(problems), concurrency)
 
 
 def main() -> None:
