@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -20,6 +19,9 @@ from reward_server.app import create_app
 from reward_server.settings import Settings
 from tests.conftest import REPO_ROOT
 from tests.deploy.conftest import COMPOSE_FILE, SCALE_FILE, compose_config
+
+# The dev extra has it (CI installs it); a bare checkout skips the Kubernetes checks with the fix.
+kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install -e '.[dev]'")
 
 SECCOMP_SCRIPT = REPO_ROOT / "docker" / "server" / "seccomp.py"
 SECCOMP_PROFILE = REPO_ROOT / "docker" / "server" / "seccomp.json"
