@@ -48,7 +48,6 @@ class ScoringContext:
         sandbox: the code sandbox, or ``None`` where code execution is unavailable (``sandbox_unavailable``
             says why).
         code_limits / code_max_limits: a code run's default limits, and the most a request may ask for.
-        extras: late-bound services that components look up by name.
     """
 
     math_pool: WorkerPool
@@ -59,7 +58,6 @@ class ScoringContext:
     sandbox_unavailable: str | None = None
     code_limits: Limits = field(default_factory=Limits)
     code_max_limits: Limits = field(default_factory=Limits)
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 async def run_math(
@@ -149,7 +147,7 @@ async def _code_accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentSc
         )
     assert ic.item.tests is not None  # enforced when the batch is validated
     options = code_options(params.code or CodeAccuracyParams(), ic.ctx.code_limits, ic.ctx.code_max_limits)
-    return await score_code(ic.item.response, ic.item.tests, options, ic.ctx.sandbox)
+    return await score_code(ic.item.response, ic.item.tests.to_spec(), options, ic.ctx.sandbox)
 
 
 async def _format(ic: ItemContext, params: FormatParams) -> ComponentScore:

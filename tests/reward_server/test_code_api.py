@@ -193,17 +193,30 @@ def test_rewards_code_items(client: TestClient) -> None:
         {"id": "c2", "task": "code", "response": "I would loop.", "tests": tests},
         {"id": "c3", "task": "code", "response": right, "tests": {"type": "call", "fn_name": "sq", "cases": []}},
         {"id": "c4", "task": "code", "response": half, "tests": tests, "components": strict},
-        {"id": "c5", "task": "code", "response": right, "tests": {"type": "stdio", "cases": 3}},
     ]
     r = client.post("/v1/rewards", json={"items": items})
     assert r.status_code == 200, r.text
     results = r.json()["results"]
-    assert [x["id"] for x in results] == ["c0", "c1", "c2", "c3", "c4", "c5"]
-    assert [x["reward"] for x in results] == [1.0, 0.5, 0.0, None, 0.0, None]
-    assert [x["status"] for x in results] == ["ok", "ok", "ok", "grader_error", "ok", "grader_error"]
+    assert [x["id"] for x in results] == ["c0", "c1", "c2", "c3", "c4"]
+    assert [x["reward"] for x in results] == [1.0, 0.5, 0.0, None, 0.0]
+    # An empty test list is data the grader cannot use: null, never 1.0.
+    assert [x["status"] for x in results] == ["ok", "ok", "ok", "grader_error", "ok"]
     accuracy = results[1]["components"]["accuracy"]
     assert accuracy["info"]["cases"] == ["passed", "wrong_answer"]
     assert results[2]["components"]["accuracy"]["status"] == "no_answer"
+
+
+def test_malformed_tests_are_422_naming_the_field(client: TestClient) -> None:
+    items = [
+        {"id": "ok", "task": "code", "response": "x", "tests": {"type": "assert", "test_list": ["assert 1"]}},
+        {"id": "bad", "task": "code", "response": "x", "tests": {"type": "stdio", "cases": 3}},
+    ]
+    r = client.post("/v1/rewards", json={"items": items})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"][:4] == ["body", "items", 1, "tests"]
+    items[1]["tests"] = {"type": "regex", "cases": []}
+    r = client.post("/v1/rewards", json={"items": items})
+    assert r.status_code == 422 and "stdio" in r.json()["detail"][0]["msg"]
 
 
 def test_rewards_code_items_without_a_sandbox_are_not_scored() -> None:
