@@ -19,6 +19,7 @@ wheels="$here/server/wheels"
 
 read -r pyver machine glibc < <(docker run --rm --network none "$base" python3 -c \
     'import platform, sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}", platform.machine(), platform.libc_ver()[1])')
+[[ "${glibc:-}" == 2.* ]] || { echo "could not ask $base for its Python, machine and glibc" >&2; exit 1; }
 # Every manylinux tag the base's glibc can load, newest first (pip does not widen a --platform by itself).
 platforms=()
 for ((minor = ${glibc#2.}; minor >= 5; minor--)); do platforms+=(--platform "manylinux_2_${minor}_${machine}"); done
