@@ -20,4 +20,7 @@ packages=${4:?usage: build_image.sh DIR TAG BASE_TAG PACKAGES}
 "$here/build_base.sh" "$base" "$packages"
 # The legacy builder needs no buildx plugin and, with --network none, proves the build is offline.
 DOCKER_BUILDKIT=0 docker build --quiet --force-rm --network none --build-arg BASE="$base" "${@:5}" -t "$tag" "$here/$dir" >/dev/null
+# The legacy builder keeps the image a tag pointed at before, and every multi-stage build's first stages,
+# untagged: remove those of ours (an image a container still uses stays).
+docker image prune --force --filter label=org.rlvr.role >/dev/null
 echo "built $tag"
