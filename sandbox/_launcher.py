@@ -11,6 +11,9 @@ and in the child applies the limits and then, by ``mode``:
   stdio objects a fresh start makes (the launcher never touched them), and the same exit handling
   (``SystemExit`` codes, tracebacks, ``atexit``, thread joins, flushing). One difference remains: objects'
   ``__del__`` methods are not run at exit;
+* ``trusted``: as ``python``, for a program of ours (the test harness), which stays non-dumpable like
+  the launcher: the candidate's processes run under the same uid, but cannot ptrace it or read its
+  memory or file descriptors through ``/proc``;
 * ``syntax``: compiles the script and reports a syntax error, running nothing (the compile stage).
 
 It answers ``("forked", pid)`` (before any code of the job runs) then ``("exited", wait_status, utime_s,
@@ -176,7 +179,8 @@ def _child(ctl, fds, argv, limits, mode, report_w, gate_r):
         os.close(report_w)
         if mode == "syntax":
             os._exit(_syntax_check(argv[0]))
-        _LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # a job is an ordinary process again
+        if mode == "python":
+            _LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # a job is an ordinary process again
         _run_python(argv)
     except BaseException as exc:
         with contextlib.suppress(BaseException):

@@ -1,38 +1,92 @@
-"""The Python test harness: runs INSIDE the sandbox as the job's main program (stdlib only).
+"""The Python test harness: runs INSIDE the sandbox as the job's main program (stdlib only), as two processes.
 
-``python3 harness.py`` reads from stdin a nonce line and then the spec (``marshal``: mode, cases, time
-limit), runs the candidate's ``solution.py`` once, then each test case (HumanEval ``check``, MBPP asserts,
-or calls of ``fn_name``), and reports every case on the result channel (fd 3) as soon as it ends: one
-JSON line that carries the nonce. The host counts only nonce-bearing lines, so a case passes only when
-this harness saw it pass: a program that exits early (``sys.exit(0)``, ``os._exit(0)``, ``quit()``),
-crashes, or prints a fake "passed" leaves its cases unconfirmed, and they fail.
+``harness.py`` is started non-dumpable (``languages.PYTHON_TRUSTED``). Before it reads anything it forks
+the *worker*; then it reads from stdin a nonce line and the spec (``marshal``: mode, tests, time limit)
+and becomes the *checker*:
 
-The nonce and the spec arrive through a pipe that is drained and replaced by ``/dev/null`` before any
-candidate code runs, so the candidate cannot read the expected outputs or the nonce from anywhere. It
-runs in this same interpreter, though, so a program that digs through the harness's memory (``gc``,
-frames) could still forge a line: the harness defeats early exits, crashes, swallowed exceptions and
-always-equal objects, not a program written to attack it. The sandbox contains that program either way.
+* The worker loads the candidate's ``solution.py`` and then only does what the checker asks over a pair
+  of pipes: look names up, call a function, get or set an attribute or an item, iterate, take a length.
+  It answers with plain values (``None``, bools, ints, floats, complex, str, bytes, and lists, tuples,
+  dicts, sets of them), copied out of builtin types and their subclasses by the builtin types' own
+  methods (a subclass's overrides never run). Anything else stays in the worker, and the checker gets a
+  reference to it.
+* The checker runs the test code (HumanEval's ``check``, MBPP's asserts, the calls of ``fn_name``) with
+  the candidate's names bound to references into the worker. Every comparison the tests make therefore
+  runs here, on values of exact builtin types: an object whose ``__eq__`` always returns True never gets
+  here, and no method of the candidate's classes ever sees an expected value. A reference equals only
+  itself, and has no order or arithmetic. The checker writes each case's verdict to the result channel
+  (fd 3), with the nonce.
 
-Only modules that the interpreter has loaded at start-up or that are built in are imported (no ``json``,
-``signal``, ``traceback``: they cost ~10 ms per run, as much as the interpreter start itself).
+The worker was forked before the spec was read, so it never held the tests, the expected values or the
+nonce; it drops the channel and stdin before it runs anything; the checker is non-dumpable, so the
+worker (same uid) can neither ptrace it nor read its memory or file descriptors; and the checker never
+imports from the work directory, where the program can write. A program cannot forge a verdict: all it
+can do is answer with values, kill the checker (its cases then fail) or die.
+
+Time (per case, like ``Limits.time_s``): a case may use ``time_s`` of the worker's CPU time, and ``time_s
++ idle_grace_s`` of wall-clock time less the worker's run-queue delay. Past that the checker interrupts
+the program (SIGALRM, which raises ``_CaseTimeout`` in it) and, if it does not give control back within
+``_KILL_GRACE_S``, kills the worker: that case and every later one time out.
+
+Only modules that the interpreter has loaded at start-up or that are small extensions are imported (no
+``json``, ``ast``, ``traceback``, ``contextlib``: they cost milliseconds per run, as much as a typical test).
 """
+
+# ruff: noqa: SIM105  (contextlib.suppress would cost an import per run)
 
 import _signal
 import builtins
 import marshal
 import os
+import select
 import sys
 import time
 
 _CHANNEL_FD = 3
+_SCOPE_NAME = "solution"  # __name__ of the test code's scope (and of the program's namespace)
 _BIG_INT_BITS = 12_000  # above ~3600 digits, int -> str hits CPython's 4300-digit limit; send hex instead
-_TIMER_REPEAT_S = 0.1
+_MAX_DEPTH = 100  # deeper containers cross as references
+_KILL_GRACE_S = 0.3
+_ALARM_REPEAT_S = 0.05
+_FIRST_POLL_S = 0.02
+_MAX_POLL_S = 0.05
 _ESCAPES = {**{c: f"\\u{c:04x}" for c in range(0x20)}, **{c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)}}
 _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\t"): "\\t"})
+_CATCHABLE = (
+    "SIGINT",
+    "SIGTERM",
+    "SIGHUP",
+    "SIGQUIT",
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGALRM",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+)
+
+
+_BUILTIN_KINDS = (type, type(len))
 
 
 class _CaseTimeout(BaseException):
-    """Raised by the timer in the running case (a BaseException, so ``except Exception`` misses it)."""
+    """The case ran out of time (a BaseException, so ``except Exception`` in test or program misses it)."""
+
+
+class _WorkerGone(BaseException):
+    """The worker died or was killed: ``status`` and ``detail`` hold the verdict of every case not run."""
+
+    def __init__(self, status, detail):
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+class _ProgramExit(BaseException):
+    """The program raised SystemExit during a test."""
+
+
+class _TooLarge(Exception):
+    """The program's answer is larger than the harness takes."""
 
 
 class _NotJSON(Exception):
@@ -43,38 +97,185 @@ class _GraderFault(Exception):
     """The tests, not the program, are broken (e.g. no ``check`` function for an ``entry_point``)."""
 
 
+class _ProtocolError(Exception):
+    """The worker sent something that is not an answer."""
+
+
+# ---------------------------------------------------------------------------------------- wire format
+# A value is text: N T F | i<hex>; | f<float.hex>; | c<hex>;<hex>; | s<len>:<chars> | b<len>:<latin-1> |
+# a<len>:<latin-1> (bytearray) | l t S Z (list, tuple, set, frozenset) <count>: items | d<count>: keys and
+# values | r<id>; (a reference to an object of the worker) | B<name>; (a builtin type or function, such
+# as `int` in MBPP's `remove_datatype(t, int)`) | G<module>:<qualname>; (from the checker only: a
+# library's function or class, such as `operator.add`). Decoding is plain Python over a str: whatever the
+# worker sends, the checker builds nothing but exact builtin values, builtins and references.
+
+
+def _encode(value, ref):
+    out: list = []
+    _enc(value, out, ref, 0, False)
+    return "".join(out)
+
+
+def _enc(v, out, ref, depth, key):
+    t = type(v)
+    if v is None:
+        out.append("N")
+    elif t is bool:
+        out.append("T" if v else "F")
+    elif issubclass(t, int):
+        out.append(f"i{int.__int__(v):x};")
+    elif issubclass(t, float):
+        out.append("f" + float.hex(float.__float__(v)) + ";")
+    elif issubclass(t, str):
+        s = str.__str__(v)
+        out.append(f"s{len(s)}:")
+        out.append(s)
+    elif issubclass(t, bytes) or (issubclass(t, bytearray) and not key):
+        data = memoryview(v).tobytes()
+        out.append(f"{'b' if issubclass(t, bytes) else 'a'}{len(data)}:")
+        out.append(data.decode("latin-1"))
+    elif issubclass(t, complex):
+        c = complex.__complex__(v)
+        out.append("c" + float.hex(c.real) + ";" + float.hex(c.imag) + ";")
+    elif depth < _MAX_DEPTH and (issubclass(t, (tuple, frozenset)) or (not key and issubclass(t, (list, set, dict)))):
+        # A list, set or dict is unhashable once plain, so as a set item or dict key it crosses by reference.
+        if issubclass(t, dict):
+            pairs = list(dict.items(v))
+            out.append(f"d{len(pairs)}:")
+            for k, item in pairs:
+                _enc(k, out, ref, depth + 1, True)
+                _enc(item, out, ref, depth + 1, False)
+            return
+        if issubclass(t, list):
+            tag, items, inner = "l", list(list.__iter__(v)), False
+        elif issubclass(t, tuple):
+            tag, items, inner = "t", list(tuple.__iter__(v)), key
+        elif issubclass(t, set):
+            tag, items, inner = "S", list(set.__iter__(v)), True
+        else:
+            tag, items, inner = "Z", list(frozenset.__iter__(v)), True
+        out.append(f"{tag}{len(items)}:")
+        for item in items:
+            _enc(item, out, ref, depth + 1, inner)
+    else:
+        out.append(ref(v))
+
+
+def _builtin_token(v):
+    """``B<name>;`` when ``v`` is a builtin type or function, else None."""
+    name = getattr(v, "__name__", None)
+    if type(name) is str and getattr(builtins, name, None) is v and isinstance(v, _BUILTIN_KINDS):
+        return f"B{name};"
+    return None
+
+
+def _builtin(name):
+    value = getattr(builtins, name, None)
+    if not isinstance(value, _BUILTIN_KINDS):
+        raise ValueError(f"no builtin {name!r}")
+    return value
+
+
+def _decode(text, remote):
+    value, end = _dec(text, 0, remote, 0)
+    if end != len(text):
+        raise ValueError("trailing data")
+    return value
+
+
+def _dec(s, i, remote, depth):
+    tag = s[i]
+    if tag == "N":
+        return None, i + 1
+    if tag == "T":
+        return True, i + 1
+    if tag == "F":
+        return False, i + 1
+    if tag in "ifrBG":
+        j = s.index(";", i)
+        body = s[i + 1 : j]
+        if tag == "i":
+            return int(body, 16), j + 1  # base 16 has no digit limit
+        if tag == "f":
+            return float.fromhex(body), j + 1
+        if tag == "B":
+            return _builtin(body), j + 1
+        return remote(tag, body), j + 1
+    if tag == "c":
+        j = s.index(";", i)
+        k = s.index(";", j + 1)
+        return complex(float.fromhex(s[i + 1 : j]), float.fromhex(s[j + 1 : k])), k + 1
+    j = s.index(":", i)
+    n = int(s[i + 1 : j])
+    if n < 0:
+        raise ValueError("negative length")
+    i = j + 1
+    if tag in "sab":
+        end = i + n
+        if end > len(s):
+            raise ValueError("truncated")
+        chunk = s[i:end]
+        if tag == "s":
+            return chunk, end
+        data = chunk.encode("latin-1")
+        return (data if tag == "b" else bytearray(data)), end
+    if depth > _MAX_DEPTH or tag not in "ltSZd":
+        raise ValueError(f"bad value at {i}")
+    items = []
+    for _ in range(2 * n if tag == "d" else n):
+        item, i = _dec(s, i, remote, depth + 1)
+        items.append(item)
+    if tag == "l":
+        return items, i
+    if tag == "t":
+        return tuple(items), i
+    if tag == "S":
+        return set(items), i
+    if tag == "Z":
+        return frozenset(items), i
+    return dict(zip(items[::2], items[1::2], strict=True)), i
+
+
+_HEADER_BYTES = 12
+
+
+def _frame(text):
+    """A message on a pipe: its length in 12 ASCII digits, then its UTF-8 text."""
+    data = text.encode("utf-8", "surrogatepass")
+    return b"%012d" % len(data) + data
+
+
 def _json(value, depth=0):
-    """JSON text of a plain value. Tuples become lists; subclasses of int/str/list... lose their
-    overrides, and any other object (the "always equal" hack) has no JSON form, so it never matches."""
+    """JSON text of a plain value (tuples become lists); references and sets have no JSON form."""
     if depth > 200:
         raise _NotJSON("nested too deeply")
+    t = type(value)
     if value is None:
         return "null"
-    if type(value) is bool:
+    if t is bool:
         return "true" if value else "false"
-    if isinstance(value, int):
-        value = int.__int__(value)
+    if t is int:
         if value.bit_length() > _BIG_INT_BITS:
             return '{"__bigint__":"' + hex(value) + '"}'
-        return int.__repr__(value)
-    if isinstance(value, float):
-        value = float.__float__(value)
+        return repr(value)
+    if t is float:
         if value != value or value in (float("inf"), float("-inf")):
-            return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[float.__repr__(value)]
-        return float.__repr__(value)
-    if isinstance(value, str):
-        return '"' + str.translate(str.__str__(value), _ESCAPES) + '"'
-    if isinstance(value, (list, tuple)):
-        items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
-        return "[" + ",".join(_json(v, depth + 1) for v in items) + "]"
-    if isinstance(value, dict):
+            return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(value)]
+        return repr(value)
+    if t is str:
+        return '"' + value.translate(_ESCAPES) + '"'
+    if t is list or t is tuple:
+        return "[" + ",".join(_json(v, depth + 1) for v in value) + "]"
+    if t is dict:
         parts = []
-        for k, v in dict.items(value):
-            if not isinstance(k, str):
+        for k, v in value.items():
+            if type(k) is not str:
                 raise _NotJSON(f"a dict with a {type(k).__name__} key")
             parts.append(_json(k) + ":" + _json(v, depth + 1))
         return "{" + ",".join(parts) + "}"
-    raise _NotJSON(f"a {type(value).__name__}")
+    if t is _Remote:
+        raise _NotJSON("an object of the program's own class")
+    raise _NotJSON(f"a {t.__name__}")
 
 
 def _describe(exc):
@@ -93,9 +294,594 @@ def _describe(exc):
     return (text[:2000] + where) if len(text) > 2000 else text + where
 
 
+# ---------------------------------------------------------------------------------------- the worker
+
+
+def _read_exactly(fd, n):
+    data = bytearray()
+    while len(data) < n:
+        chunk = os.read(fd, min(n - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def _read_message(fd):
+    """One framed message (blocking), or None when the other side hung up."""
+    header = _read_exactly(fd, _HEADER_BYTES)
+    data = None if header is None else _read_exactly(fd, int(header))
+    return None if data is None else data.decode("utf-8", "surrogatepass")
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _worker(requests, answers, max_bytes):
+    """Load the candidate's program, then answer the checker's requests until it hangs up."""
+    # This process holds no secret, so it may be an ordinary process again (the launcher would have made it
+    # one): its /proc files are then its own, as any program expects.
+    import ctypes
+
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+    for name in [n for n in sys.modules if n == "ctypes" or n.startswith("ctypes.")]:
+        del sys.modules[name]
+
+    objects: list = []
+    ids: dict = {}
+
+    def ref(obj):
+        token = _builtin_token(obj)
+        if token is not None:
+            return token
+        number = ids.get(id(obj))
+        if number is None:
+            number = ids[id(obj)] = len(objects)
+            objects.append(obj)  # kept alive, so its id is never reused
+        return f"r{number};"
+
+    def resolve(tag, body):
+        if tag == "G":
+            module, _, qualname = body.partition(":")
+            __import__(module)
+            value = sys.modules[module]
+            for part in qualname.split("."):
+                value = getattr(value, part)
+            return value
+        return objects[int(body)]
+
+    busy = [False]
+
+    def on_alarm(signum, frame):
+        if busy[0]:
+            raise _CaseTimeout()
+
+    _signal.signal(_signal.SIGALRM, on_alarm)
+    namespace = {"__name__": _SCOPE_NAME, "__file__": "solution.py", "__builtins__": builtins}
+    while True:
+        message = _read_message(requests)
+        if message is None:
+            break
+        request = _decode(message, resolve)
+        busy[0] = True
+        try:
+            try:
+                answer = _serve(request, namespace)
+            finally:
+                busy[0] = False
+        except _CaseTimeout:
+            busy[0] = False
+            answer = ("timeout",)
+        except SystemExit as exc:
+            answer = ("exit", _short_repr(exc.code))
+        except BaseException as exc:  # the program's exception, raised in a call: the checker re-raises it
+            answer = ("raise", tuple(c.__name__ for c in type(exc).__mro__), _describe(exc))
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()  # the program's output reaches the job's output before the verdict
+            except BaseException:
+                pass
+        try:
+            text = _encode(answer, ref)
+        except (RecursionError, MemoryError) as exc:
+            text = _encode(("raise", (type(exc).__name__, "BaseException"), _describe(exc)), ref)
+        if len(text) > max_bytes:
+            text = _encode(("toolarge", len(text)), ref)
+        _write_all(answers, _frame(text))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(0)
+
+
+def _short_repr(value):
+    try:
+        text = repr(value)
+    except BaseException:
+        text = "<unprintable>"
+    return text[:200]
+
+
+def _serve(request, namespace):
+    op = request[0]
+    if op == "load":
+        with open("solution.py", "rb") as f:
+            source = f.read()
+        try:
+            code = compile(source, "solution.py", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            return ("compile_error", _describe(exc))
+        try:
+            exec(code, namespace)
+        except SystemExit as exc:
+            # sys.exit(0) at the end of a module is a clean exit: its definitions stand and are tested.
+            if exc.code not in (None, 0):
+                raise
+        return ("ok", None)
+    if op == "names":
+        found: dict = {}
+        for name in request[1]:
+            if name in namespace:
+                value = namespace[name]
+                if type(value) is type(sys):  # a module: the checker imports its own copy
+                    found[name] = ("module", str(getattr(value, "__name__", "")), value)
+                else:
+                    found[name] = ("value", value)
+        return ("ok", found)
+    obj = request[1]
+    if op == "call":
+        return ("ok", obj(*request[2], **request[3]))
+    if op == "getattr":
+        return ("ok", getattr(obj, request[2]))
+    if op == "setattr":
+        setattr(obj, request[2], request[3])
+        return ("ok", None)
+    if op == "delattr":
+        delattr(obj, request[2])
+        return ("ok", None)
+    if op == "getitem":
+        return ("ok", obj[request[2]])
+    if op == "setitem":
+        obj[request[2]] = request[3]
+        return ("ok", None)
+    if op == "delitem":
+        del obj[request[2]]
+        return ("ok", None)
+    if op == "next":  # up to request[2] items at once: one round trip per batch, not per item
+        items = []
+        for _ in range(request[2]):
+            try:
+                items.append(next(obj))
+            except StopIteration:
+                return ("ok", (items, True))
+        return ("ok", (items, False))
+    convert: dict = {"len": len, "bool": bool, "str": str, "repr": repr, "int": int, "float": float, "iter": iter}
+    return ("ok", convert[op](obj))
+
+
+# ---------------------------------------------------------------------------------------- the checker
+
+
+class _Link:
+    """The checker's end of the pipes to the worker: requests under each case's time limit."""
+
+    def __init__(self, pid, requests, answers, spec):
+        self.pid, self.requests, self.answers = pid, requests, answers
+        self.time_s = float(spec["time_s"])
+        self.active_s = self.time_s + float(spec["idle_grace_s"])
+        self.ceiling_s = float(spec["wall_s"])
+        self.max_bytes = int(spec["max_value_bytes"])
+        self.clock = ((~pid) << 3) | 2  # the worker's process CPU clock (MAKE_PROCESS_CPUCLOCK, CPUCLOCK_SCHED)
+        self.remotes = {}
+        self.dead = None  # _WorkerGone once the worker is gone: every later request raises it
+        self.failure = None  # the current case's timeout or the worker's end, even if the test code swallowed it
+        self.cpu0 = self.wall0 = self.wait0 = 0.0
+        self.last_cpu = 0.0
+        os.set_blocking(requests, False)
+
+    # ---- measurements
+
+    def cpu(self):
+        try:
+            self.last_cpu = time.clock_gettime(self.clock)
+        except OSError:
+            pass
+        return self.last_cpu
+
+    def run_delay(self):
+        """The worker's time spent waiting for a CPU, in s (0 where the kernel keeps no schedstat)."""
+        try:
+            with open(f"/proc/{self.pid}/schedstat", "rb") as f:
+                return int(f.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def peak_mb(self):
+        try:
+            with open(f"/proc/{self.pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmHWM:"):
+                        return round(int(line.split()[1]) / 1024, 3)
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0.0
+
+    def begin_case(self):
+        self.failure = self.dead
+        self.wall0 = time.perf_counter()
+        self.cpu0 = self.cpu()
+        self.wait0 = self.run_delay()
+
+    def case_usage(self):
+        """(CPU s, run-queue wait s) of the worker since the case began."""
+        cpu = max(0.0, (self.cpu() if self.dead is None else self.last_cpu) - self.cpu0)
+        wait = max(0.0, self.run_delay() - self.wait0) if self.dead is None else 0.0
+        return cpu, wait
+
+    def _over(self, now):
+        cpu = self.cpu() - self.cpu0
+        if cpu >= self.time_s:
+            return f"used {cpu:.2f} s of CPU time, over the {self.time_s:g} s limit"
+        wall = now - self.wall0
+        if wall - (self.run_delay() - self.wait0) >= self.active_s:
+            return f"still running after {self.active_s:g} s of wall-clock time not spent waiting for a CPU"
+        if wall >= self.ceiling_s:
+            return f"still running after {self.ceiling_s:g} s of wall-clock time"
+        return None
+
+    # ---- requests
+
+    def ask(self, *request):
+        """Send one request and return the value of its answer (raising what the program raised)."""
+        if self.dead is not None:
+            raise self.dead
+        if self.failure is not None:
+            raise self.failure
+        answer = self._decode(self._exchange(_frame(_encode(request, self._ref))))
+        if self.failure is not None:  # out of time while the answer came
+            raise self.failure
+        kind = answer[0]
+        if kind == "ok":
+            return answer[1]
+        if kind == "raise":
+            raise _rebuild(answer[1], answer[2])
+        if kind == "exit":
+            raise _ProgramExit(answer[1])
+        if kind == "timeout":
+            raise _CaseTimeout(f"still running after {self.time_s:g} s")
+        if kind == "toolarge":
+            raise _TooLarge(f"the program's value is {answer[1]} bytes long; at most {self.max_bytes} are checked")
+        if kind == "compile_error":
+            return answer
+        raise self._broken(f"unknown answer {kind!r}")
+
+    def _ref(self, value):
+        if type(value) is _Remote:
+            return f"r{object.__getattribute__(value, '_number')};"
+        token = _builtin_token(value)
+        if token is not None:
+            return token
+        # A library's module-level function or class (not one the tests define) crosses by its name.
+        module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        if type(module) is str and type(qualname) is str and module in sys.modules and module != _SCOPE_NAME:
+            found: object = sys.modules[module]
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+            if found is value:
+                return f"G{module}:{qualname};"
+        raise _GraderFault(
+            f"the tests pass a {type(value).__name__} to the program; only plain values, builtins and "
+            "library functions can cross"
+        )
+
+    def _remote(self, tag, body):
+        if tag != "r":
+            raise ValueError(f"unexpected {tag!r} from the program")
+        number = int(body)
+        proxy = self.remotes.get(number)
+        if proxy is None:
+            proxy = self.remotes[number] = _Remote(self, number)
+        return proxy
+
+    def _decode(self, text):
+        try:
+            answer = _decode(text, self._remote)
+        except (ValueError, IndexError, TypeError, RecursionError, OverflowError, UnicodeError) as exc:
+            raise self._broken(f"an answer that cannot be read ({type(exc).__name__})") from None
+        if type(answer) is not tuple or not answer or type(answer[0]) is not str:
+            raise self._broken("an answer of the wrong shape")
+        return answer
+
+    def _broken(self, why):
+        self.kill()
+        self.dead = self.failure = _WorkerGone(
+            "runtime_error", f"the program broke the harness's protocol ({why}); killed"
+        )
+        return self.dead
+
+    def _exchange(self, payload):
+        """Write the request and read one framed answer, enforcing the case's time limit meanwhile."""
+        pending = memoryview(payload)
+        try:  # most requests fit in the pipe at once
+            pending = pending[os.write(self.requests, pending[: 1 << 16]) :]
+        except BlockingIOError:
+            pass
+        except OSError:
+            raise self._ended() from None
+        buffer = bytearray()
+        size = None
+        alarm_at = None
+        next_check = time.perf_counter() + _FIRST_POLL_S
+        while True:
+            now = time.perf_counter()
+            wait = max(0.0, next_check - now)
+            readable, writable, _ = select.select([self.answers], [self.requests] if pending else [], [], wait)
+            if writable:
+                try:
+                    pending = pending[os.write(self.requests, pending[: 1 << 16]) :]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    raise self._ended() from None
+            if readable:
+                chunk = os.read(self.answers, 1 << 20)
+                if not chunk:
+                    raise self._ended()
+                buffer += chunk
+                if size is None and len(buffer) >= _HEADER_BYTES:
+                    header = bytes(buffer[:_HEADER_BYTES])
+                    if not header.isdigit() or int(header) > 4 * self.max_bytes + 1024:
+                        raise self._broken("a bad frame")
+                    size = int(header)
+                    del buffer[:_HEADER_BYTES]
+                if size is not None and len(buffer) >= size:
+                    if len(buffer) > size or pending:
+                        raise self._broken("an answer before the question")
+                    try:
+                        return bytes(buffer).decode("utf-8", "surrogatepass")
+                    except UnicodeError:
+                        raise self._broken("text that is not UTF-8") from None
+            now = time.perf_counter()
+            if now < next_check:
+                continue
+            if alarm_at is None:
+                reason = self._over(now)
+                if reason is not None:
+                    self.failure = _CaseTimeout(reason)
+                    alarm_at = now
+                    self._signal(_signal.SIGALRM)
+                next_check = now + _MAX_POLL_S
+            elif now - alarm_at >= _KILL_GRACE_S:
+                # The program ignored or swallowed the interruption: it goes, and the later cases with it.
+                self.kill()
+                detail = f"{self.failure}; the program did not stop when interrupted and was killed"
+                self.dead = _WorkerGone("timeout", detail)
+                self.failure = _CaseTimeout(detail)
+                raise self.failure
+            else:
+                self._signal(_signal.SIGALRM)
+                next_check = now + _ALARM_REPEAT_S
+
+    def _signal(self, signum):
+        try:
+            os.kill(self.pid, signum)
+        except OSError:
+            pass
+
+    def _ended(self):
+        """The worker closed its pipe: it exited or was killed. Reap it (killing it if it lingers) and say how."""
+        status = None
+        deadline = time.perf_counter() + 0.1
+        while self.pid is not None and status is None and time.perf_counter() < deadline:
+            status = self.reap(block=False)
+            if status is None:
+                time.sleep(0.001)
+        if status is None and self.pid is not None:
+            self.kill()
+            why = "it closed the harness's pipe"
+        elif status is None:
+            why = "it closed the harness's pipe"
+        elif os.WIFSIGNALED(status):
+            why = f"killed by signal {os.WTERMSIG(status)}"
+        else:
+            why = f"exit code {os.WEXITSTATUS(status)}"
+        self.dead = self.failure = _WorkerGone(
+            "runtime_error", f"the program ended before the harness confirmed this test ({why})"
+        )
+        return self.dead
+
+    def kill(self):
+        self._signal(9)  # SIGKILL
+        self.reap(block=True)
+
+    def reap(self, block):
+        if self.pid is None:
+            return None
+        try:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            pid, status = self.pid, None
+        if pid == 0:
+            return None
+        self.pid = None
+        return status
+
+    def close(self):
+        """Hang up; the worker flushes its output and exits (or is killed after a grace period)."""
+        for fd in (self.requests, self.answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        deadline = time.perf_counter() + _KILL_GRACE_S
+        while self.pid is not None:
+            if self.reap(block=False) is None and time.perf_counter() > deadline:
+                self.kill()
+            time.sleep(0.0005)
+
+
+def _rebuild(names, detail):
+    """The checker's own exception for one the program raised: the first builtin class in its MRO."""
+    if type(names) is not tuple:
+        names = ()
+    for name in names:
+        cls = getattr(builtins, name, None) if type(name) is str else None
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            if cls is SystemExit:
+                return _ProgramExit(detail)
+            try:
+                exc = cls(detail)
+            except BaseException:
+                continue
+            setattr(exc, "rlvr_detail", str(detail))  # noqa: B010  (already "Type: message (solution.py, line N)")
+            return exc
+    return RuntimeError(str(detail))
+
+
+class _Remote:
+    """An object that lives in the worker. It equals only itself; everything else is a request."""
+
+    __slots__ = ("__weakref__", "_link", "_number")
+
+    def __init__(self, link, number):
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_number", number)
+
+    def _ask(self, op, *args):
+        return object.__getattribute__(self, "_link").ask(op, self, *args)
+
+    def __getattr__(self, name):
+        return self._ask("getattr", name)
+
+    def __setattr__(self, name, value):
+        self._ask("setattr", name, value)
+
+    def __delattr__(self, name):
+        self._ask("delattr", name)
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", args, kwargs)
+
+    def __getitem__(self, key):
+        return self._ask("getitem", key)
+
+    def __setitem__(self, key, value):
+        self._ask("setitem", key, value)
+
+    def __delitem__(self, key):
+        self._ask("delitem", key)
+
+    def __len__(self):
+        n = self._ask("len")
+        if type(n) is not int:
+            raise TypeError("the program's __len__ did not return an int")
+        return n
+
+    def __bool__(self):
+        return self._ask("bool") is True
+
+    def __iter__(self):
+        return _RemoteIterator(self._ask("iter"))
+
+    def __contains__(self, item):
+        return any(x is item or x == item for x in self)
+
+    def __str__(self):
+        text = self._ask("str")
+        return text if type(text) is str else "<program object>"
+
+    def __repr__(self):
+        link = object.__getattribute__(self, "_link")
+        if link.dead is not None:
+            return "<program object>"
+        text = self._ask("repr")
+        return text if type(text) is str else "<program object>"
+
+    def __int__(self):
+        value = self._ask("int")
+        if type(value) is not int:
+            raise TypeError("the program's __int__ did not return an int")
+        return value
+
+    def __float__(self):
+        value = self._ask("float")
+        if type(value) is not float:
+            raise TypeError("the program's __float__ did not return a float")
+        return value
+
+    __hash__ = object.__hash__
+
+
+class _RemoteIterator:
+    """Iterates an iterator of the worker, fetching items in batches."""
+
+    _BATCH = 256
+
+    def __init__(self, remote):
+        self.remote = remote
+        self.items = []
+        self.done = type(remote) is not _Remote  # iter() returned a plain value: nothing to iterate
+        if self.done and type(remote) in (list, tuple):
+            self.items = list(remote)[::-1]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self.items:
+            if self.done:
+                raise StopIteration
+            batch = self.remote._ask("next", self._BATCH)
+            if type(batch) is not tuple or len(batch) != 2 or type(batch[0]) is not list:
+                raise TypeError("the program's iterator answered nonsense")
+            self.items = batch[0][::-1]
+            self.done = batch[1] is True
+            if not self.items:
+                raise StopIteration
+        return self.items.pop()
+
+
+def _start_worker(max_bytes):
+    """Fork the worker before anything secret is read. Returns (pid, requests fd, answers fd)."""
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(requests_w)
+            os.close(answers_r)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)  # the spec is still unread in the stdin pipe: the worker never sees it
+            os.close(devnull)
+            os.close(_CHANNEL_FD)
+            _worker(requests_r, answers_w, max_bytes)
+        finally:
+            os._exit(70)
+    os.close(requests_r)
+    os.close(answers_w)
+    return pid, requests_w, answers_r
+
+
+def _code_names(code, names):
+    """Every name a code object (and the code nested in it) refers to: globals and attribute names."""
+    names.update(code.co_names)
+    for const in code.co_consts:
+        if type(const) is type(code):
+            _code_names(const, names)
+    return names
+
+
 def main():
-    # Everything the harness needs is bound here, before the candidate can patch modules.
-    write, perf, setitimer, itimer = os.write, time.perf_counter, _signal.setitimer, _signal.ITIMER_REAL
+    max_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 22
+    pid, requests, answers = _start_worker(max_bytes)
+    write, perf = os.write, time.perf_counter
+    for name in _CATCHABLE:  # the worker (same uid) may signal us; nothing it sends interrupts a verdict
+        _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
     data = sys.stdin.buffer.read()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -104,6 +890,10 @@ def main():
     nonce = nonce.decode()
     spec = marshal.loads(blob)
     del data, blob
+    # Test code must never import a module the program wrote into the work directory.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", here, os.getcwd())]
+    link = _Link(pid, requests, answers, spec)
 
     def emit(raw_value=None, **record):
         """Write one record; ``raw_value`` is JSON text already made from the program's return value."""
@@ -113,45 +903,57 @@ def main():
             line = line[:-1] + ',"value":' + raw_value + "}"
         write(_CHANNEL_FD, (line + "\n").encode("utf-8", "replace"))
 
-    def on_timer(signum, frame):
-        raise _CaseTimeout()
-
-    _signal.signal(_signal.SIGALRM, on_timer)
-    time_s = float(spec["time_s"])
-
     def guarded(fn):
-        """Run fn() under the case's time limit; return (status, detail, value, elapsed_s)."""
+        """Run fn() as one case; return (status, detail, value, wall s, (CPU s, CPU wait s) of the program)."""
+        link.begin_case()
         start = perf()
-        setitimer(itimer, time_s, _TIMER_REPEAT_S)  # re-fires, in case the first is swallowed
+        value = None
         try:
             value = fn()
+            if link.failure is not None:  # the test code caught a timeout or the worker's end
+                raise link.failure
             status, detail = "ok", None
-        except _CaseTimeout:
-            value, status, detail = None, "timeout", f"still running after {time_s:g} s"
+        except _CaseTimeout as exc:
+            status, detail = "timeout", str(exc)
+        except _WorkerGone as exc:
+            status, detail = exc.status, exc.detail
         except _GraderFault as exc:
-            value, status, detail = None, "grader_error", str(exc)
+            status, detail = "grader_error", str(exc)
+        except _TooLarge as exc:
+            status, detail = "output_limit", str(exc)
         except AssertionError as exc:
-            value, status, detail = None, "wrong_answer", _describe(exc)
+            status, detail = "wrong_answer", getattr(exc, "rlvr_detail", None) or _describe(exc)
         except MemoryError as exc:
-            value, status, detail = None, "memory_limit", _describe(exc)
-        except SystemExit as exc:
-            value, status, detail = None, "runtime_error", f"the program called exit({exc.code!r}) during the test"
+            status, detail = "memory_limit", getattr(exc, "rlvr_detail", None) or _describe(exc)
+        except _ProgramExit as exc:
+            status, detail = "runtime_error", f"the program called exit({exc}) during the test"
         except BaseException as exc:
-            value, status, detail = None, "runtime_error", _describe(exc)
-        finally:
-            setitimer(itimer, 0)
-        return status, detail, value, perf() - start
+            status, detail = "runtime_error", getattr(exc, "rlvr_detail", None) or _describe(exc)
+        if link.failure is not None and status not in ("timeout", "runtime_error", "grader_error"):
+            status, detail = "timeout", str(link.failure)
+        return status, detail, value, perf() - start, link.case_usage()
+
+    def emit_case(index, status, detail, elapsed, usage, raw_value=None):
+        cpu, wait = usage
+        emit(
+            raw_value,
+            kind="case",
+            index=index,
+            status=status,
+            detail=detail,
+            time_s=elapsed,
+            cpu_s=cpu,
+            cpu_wait_s=wait,
+            memory_mb=link.peak_mb(),
+        )
+
+    def finish(abort=None):
+        if abort is not None:
+            emit(kind="abort", status=abort.status, detail=abort.detail)
+        emit(kind="done")
+        link.close()
 
     mode = spec["mode"]
-    with open("solution.py", "rb") as f:
-        source = f.read()
-    try:
-        code = compile(source, "solution.py", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        emit(kind="compile_error", detail=_describe(exc))
-        return
-
-    # The tests are compiled before the candidate runs: a broken test is the grader's fault.
     tests = []
     try:
         if mode == "assert":
@@ -160,31 +962,49 @@ def main():
                 tests.append(compile(text, f"test_{i}.py", "exec", dont_inherit=True))
     except (SyntaxError, ValueError) as exc:
         emit(kind="grader_error", detail=f"the test code does not compile: {_describe(exc)}")
-        return
+        return finish()
 
-    namespace = {"__name__": "solution", "__file__": "solution.py", "__builtins__": builtins}
-
-    def load():
-        try:
-            exec(code, namespace)
-        except SystemExit as exc:
-            # sys.exit(0) at the end of a module is a clean exit: its definitions stand and are tested.
-            if exc.code not in (None, 0):
-                raise
-
-    status, detail, _, _ = guarded(load)
+    status, detail, loaded, _, _ = guarded(lambda: link.ask("load"))
+    if status == "ok" and type(loaded) is tuple and loaded[0] == "compile_error":
+        emit(kind="compile_error", detail=str(loaded[1]))
+        return finish()
     if status != "ok":
         emit(kind="load_error", status=status, detail=f"while loading the program: {detail}")
-        return
+        return finish()
 
     early_stop = bool(spec["early_stop"])
     if mode == "assert":
-        scope = dict(namespace)  # test definitions (e.g. `check`) must not replace the candidate's names
-        status, detail, _, _ = guarded(lambda: exec(setup, scope))
+        entry_point = spec["entry_point"]
+        wanted = _code_names(setup, set())
+        for test in tests:
+            _code_names(test, wanted)
+        wanted = {name for name in wanted if not name.startswith("__")}
+        if entry_point:
+            wanted.add(entry_point)
+        scope = {"__name__": _SCOPE_NAME, "__builtins__": builtins}
+
+        def bind():
+            found = link.ask("names", tuple(sorted(wanted)))
+            own = [n for n, entry in found.items() if entry[0] != "module" and not hasattr(builtins, n)]
+            for name, entry in found.items():
+                # A builtin's name stays the builtin unless the tests call nothing else of the program's
+                # (MBPP's `sum`): then it is the function under test, not a tool of the tests.
+                if hasattr(builtins, name) and name != entry_point and (own or entry_point):
+                    continue
+                if entry[0] == "module":
+                    try:
+                        __import__(entry[1])
+                        scope[name] = sys.modules[entry[1]]
+                        continue
+                    except BaseException:
+                        pass
+                scope[name] = entry[-1]
+            exec(setup, scope)
+
+        status, detail, _, _, _ = guarded(bind)
         if status != "ok":
             emit(kind="load_error", status=status, detail=f"while running the test setup: {detail}")
-            return
-        entry_point = spec["entry_point"]
+            return finish(link.dead)
         for i, test in enumerate(tests):
             if entry_point:
 
@@ -193,49 +1013,59 @@ def main():
                     check = scope.get("check")
                     if not callable(check):
                         raise _GraderFault("the test code defines no check(candidate) function")
-                    if entry_point not in namespace:
+                    if entry_point not in scope:
                         raise NameError(f"the program does not define {entry_point!r}")
-                    check(namespace[entry_point])
+                    check(scope[entry_point])
             else:
 
                 def run(test=test):
                     exec(test, scope)
 
-            status, detail, _, elapsed = guarded(run)
+            status, detail, _, elapsed, usage = guarded(run)
             status = "passed" if status == "ok" else status
             if status == "wrong_answer" and not entry_point:
                 detail = f"{detail}: {spec['tests'][i].strip()[:300]}"
-            emit(kind="case", index=i, status=status, detail=detail, time_s=elapsed)
-            if early_stop and status != "passed":
+            emit_case(i, status, detail, elapsed, usage)
+            if link.dead is not None or (early_stop and status != "passed"):
                 break
     else:  # call
         fn_name = spec["fn_name"]
-        target = namespace.get(fn_name)
-        solution_class = namespace.get("Solution")
-        if target is None and isinstance(solution_class, type):
-            # LeetCode-style problems (TACO, LiveCodeBench) put the function on a Solution class.
-            status, detail, instance, _ = guarded(solution_class)
-            target = getattr(instance, fn_name, None) if status == "ok" else None
-        if not callable(target):
+
+        def find():
+            found = link.ask("names", (fn_name, "Solution"))
+            if fn_name in found:
+                return found[fn_name][-1]
+            if "Solution" in found:
+                # LeetCode-style problems (TACO, LiveCodeBench) put the function on a Solution class.
+                try:
+                    return getattr(found["Solution"][-1](), fn_name)
+                except AttributeError:
+                    return None
+            return None
+
+        status, detail, function, _, _ = guarded(find)
+        if status != "ok":
+            emit(kind="load_error", status=status, detail=detail)
+            return finish(link.dead)
+        if function is None or (type(function) is not _Remote and not callable(function)):
             emit(
                 kind="load_error", status="runtime_error", detail=f"the program does not define a function {fn_name!r}"
             )
-            return
-        function = target
+            return finish()
         for i, args in enumerate(spec["inputs"]):
-            status, detail, value, elapsed = guarded(lambda args=args: function(*args))
+            status, detail, value, elapsed, usage = guarded(lambda args=args: function(*args))
             if status == "ok":
                 try:
                     raw = _json(value)
-                except Exception as exc:  # _NotJSON, RecursionError, or an object lying about its class
+                except (_NotJSON, RecursionError) as exc:
                     status, detail = "wrong_answer", f"returned {exc}, which has no JSON form"
                 else:
-                    emit(raw, kind="case", index=i, status="returned", detail=None, time_s=elapsed)
+                    emit_case(i, "returned", None, elapsed, usage, raw)
                     continue
-            emit(kind="case", index=i, status=status, detail=detail, time_s=elapsed)
-            if early_stop:
+            emit_case(i, status, detail, elapsed, usage)
+            if link.dead is not None or early_stop:
                 break
-    emit(kind="done")
+    finish(link.dead)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ Bytes travel as base64.
   write the files.
 * ``{"op": "exec", "argv": [...], "stdin": b64, "limits": {...}, "channel": bool}``: run one process
   in the work dir under the limits; answer its exit, time, peak memory and capped output. ``argv[0]``
-  may be ``@python`` (run the script ``argv[1]`` in a warm interpreter) or ``@python-syntax`` (compile
-  it and report syntax errors only).
+  may be ``@python`` (run the script ``argv[1]`` in a warm interpreter), ``@python-trusted`` (the same,
+  for our own test harness, which stays non-dumpable) or ``@python-syntax`` (compile it and report
+  syntax errors only).
 * ``{"op": "close"}``: kill whatever is left and empty the work dir and ``/dev/shm``.
 
 Why each guard is here:
@@ -29,6 +30,15 @@ Why each guard is here:
   and the answer says so, so the host replaces this sandbox instead of reusing it.
 * Output beyond the limit is read and thrown away: the runner's memory stays bounded and the program
   is not blocked on a full pipe (its time limit still ends it).
+
+Time limits (``limits``: ``time_s``, ``idle_grace_s``, ``wall_s``): ``time_s`` is CPU time, what judges
+count, summed over the job's processes, so a correct program that is kept waiting for a CPU by other
+work on the host does not time out. A run also ends when its wall-clock time less the time its threads
+spent waiting on a run queue passes ``time_s + idle_grace_s``: a program that sleeps, blocks or stops
+itself uses no CPU but cannot outlive that. ``wall_s`` is the ceiling on plain wall-clock time whatever
+the load. CPU time and run-queue delay are sampled from ``/proc/PID/stat`` and ``/proc/PID/task/TID/
+schedstat`` (where the kernel keeps scheduler statistics; without them the second rule is plain wall
+time).
 """
 
 import base64
@@ -48,11 +58,15 @@ VERSION = 1
 CHANNEL_FD = 3  # where an exec with "channel": true finds the harness's result pipe
 _CHUNK = 1 << 16
 _REAP_WAIT_S = 3.0
-_MODES = {"@python": "python", "@python-syntax": "syntax"}
+_MODES = {"@python": "python", "@python-trusted": "trusted", "@python-syntax": "syntax"}
 _SHM = "/dev/shm"
 _LAUNCH_TIMEOUT_S = 10.0
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 _OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+_SAMPLE_MIN_S = 0.005
+_SAMPLE_MAX_S = 0.05
+_CPUS = max(1, len(os.sched_getaffinity(0)))
 
 
 def _b64(data):
@@ -89,6 +103,62 @@ def _reap():
         if pid == 0:
             return reaped
         reaped.append(pid)
+
+
+def _read_proc(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class _Usage:
+    """CPU time and run-queue delay of one job's processes, sampled from /proc while it runs.
+
+    ``cpu_s`` sums utime + stime of every live process of the job plus what its reaped children used
+    (never decreasing, so a process that exits does not give its time back); the runner and the launcher
+    are not counted. ``wait_s`` adds up, sample by sample, the largest growth of any one thread's
+    run-queue delay, the runner's included: the time the job was ready to run but held back by other
+    work, or blocked on its output while the runner that drains it waited for a CPU.
+    """
+
+    def __init__(self, spare):
+        self.spare = spare
+        self.cpu_s = 0.0
+        self.wait_s = 0.0
+        self._delays = {}
+
+    def sample(self):
+        ticks = 0
+        step = 0
+        delays = {}
+        for pid in (os.getpid(), *_other_pids(self.spare)):
+            stat = _read_proc(f"/proc/{pid}/stat")
+            if stat is None:
+                continue
+            if pid != os.getpid():
+                fields = stat.rpartition(b")")[2].split()
+                ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                sched = _read_proc(f"/proc/{pid}/task/{tid}/schedstat")
+                if sched is None:
+                    continue
+                delay = int(sched.split()[1])
+                step = max(step, delay - self._delays.get(tid, 0))
+                delays[tid] = delay
+        self._delays = delays
+        self.cpu_s = max(self.cpu_s, ticks * _TICK_S)
+        self.wait_s += step / 1e9
 
 
 class _Launcher:
@@ -313,20 +383,37 @@ class Runner:
             os.set_blocking(s.fd, False)
         feeder = _Feeder(stdin_w, stdin)
 
-        deadline = start + float(limits["time_s"])
+        cpu_limit = float(limits["time_s"])
+        active_limit = cpu_limit + float(limits.get("idle_grace_s", 0.5))
+        ceiling = start + float(limits.get("wall_s", active_limit))
+        usage = _Usage(self._spare())
+        next_sample = start + min(_SAMPLE_MAX_S, cpu_limit / _CPUS)
         exited = None  # (wait status, utime, stime, maxrss, spawn error) once the launcher reports the exit
         adopted = False  # the launcher died (the job killed it): the job is now our child to wait for
-        timed_out = False
+        timed_out = None  # why the run was ended: "cpu", "idle" or "wall"
         while exited is None:
             now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                break
+            if now >= next_sample:
+                usage.sample()
+                active_s = now - start - usage.wait_s
+                if usage.cpu_s >= cpu_limit:
+                    timed_out = "cpu"
+                elif active_s >= active_limit:
+                    timed_out = "idle"
+                elif now >= ceiling:
+                    timed_out = "wall"
+                if timed_out:
+                    break
+                # CPU time can grow by up to one second per second per core.
+                left_s = min((cpu_limit - usage.cpu_s) / _CPUS, active_limit - active_s, ceiling - now)
+                next_sample = now + min(max(left_s, _SAMPLE_MIN_S), _SAMPLE_MAX_S)
             readers = [s.fd for s in sinks if s.open]
             if not adopted:
                 readers.append(launcher.sock.fileno())
             writers = [feeder.fd] if feeder.open else []
-            wait_s = deadline - now if not adopted else min(deadline - now, 0.005)
+            wait_s = max(next_sample - now, 0.0)
+            if adopted:
+                wait_s = min(wait_s, 0.005)
             ready_r, ready_w, _ = select.select(readers, writers, [], wait_s)
             for s in sinks:
                 if s.open and s.fd in ready_r:
@@ -375,7 +462,8 @@ class Runner:
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "time_s": round(end - start, 6),
-            "cpu_s": round(utime + stime, 6),
+            "cpu_s": round(max(utime + stime, usage.cpu_s), 6),
+            "cpu_wait_s": round(usage.wait_s, 6),
             "maxrss_kb": maxrss,
             "stdout": _b64(stdout.value()),
             "stdout_bytes": stdout.total,

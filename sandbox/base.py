@@ -25,7 +25,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from sandbox.types import ExecResult, Limits, SandboxUnavailable, Status
+from sandbox.types import IDLE_GRACE_S, ExecResult, Limits, SandboxUnavailable, Status
 
 logger = logging.getLogger("sandbox")
 
@@ -161,6 +161,17 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def _timeout_detail(why: str, answer: Mapping[str, Any], limits: Limits) -> str:
+    if why == "cpu":
+        return f"used {answer['cpu_s']:.2f} s of CPU time, over the {limits.time_s:g} s limit; killed"
+    if why == "idle":
+        return (
+            f"still running after {limits.time_s + IDLE_GRACE_S:g} s of wall-clock time not spent waiting for a "
+            "CPU (asleep or blocked); killed"
+        )
+    return f"still running after {limits.wall_ceiling_s:g} s of wall-clock time (the ceiling under any load); killed"
+
+
 def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: Limits) -> ExecResult:
     """Turn the runner's answer to one ``exec`` into an :class:`ExecResult` with its status.
 
@@ -179,7 +190,7 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
     elif answer.get("launcher_killed"):
         status, detail = Status.RUNTIME_ERROR, "killed the sandbox's process launcher (its parent)"
     elif answer["timed_out"]:
-        status, detail = Status.TIMEOUT, f"still running after {limits.time_s:g} s; killed"
+        status, detail = Status.TIMEOUT, _timeout_detail(str(answer["timed_out"]), answer, limits)
     elif answer["oom_killed"]:
         status, detail = Status.MEMORY_LIMIT, "killed by the out-of-memory killer of the sandbox's cgroup"
     elif failed and _MEMORY_ERROR.search(stderr[-4096:]):
@@ -206,6 +217,7 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
         stderr_truncated=answer["stderr_bytes"] > len(stderr),
         time_s=float(answer["time_s"]),
         cpu_s=float(answer["cpu_s"]),
+        cpu_wait_s=float(answer.get("cpu_wait_s", 0.0)),
         memory_mb=round(answer["maxrss_kb"] / 1024, 3),
         detail=detail,
         channel=base64.b64decode(answer.get("channel") or ""),
@@ -216,6 +228,8 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
 def limits_to_runner(limits: Limits) -> dict[str, Any]:
     return {
         "time_s": limits.time_s,
+        "idle_grace_s": IDLE_GRACE_S,
+        "wall_s": limits.wall_ceiling_s,
         "memory_mb": limits.memory_mb,
         "max_processes": limits.max_processes,
         "output_bytes": limits.output_bytes,
@@ -268,7 +282,7 @@ class _RunnerJob:
             "channel": channel,
         }
         try:
-            answer = await self._slot.request(message, limits.time_s + _EXEC_GRACE_S)
+            answer = await self._slot.request(message, limits.wall_ceiling_s + _EXEC_GRACE_S)
         except _SlotBroken as exc:
             logger.warning("sandbox %s: %s", self._slot.label, exc)
             return ExecResult.sandbox_error(str(exc))

@@ -14,9 +14,11 @@ Three test formats:
   JSON arguments and compare the JSON of the return value with the expected output; a tuple equals a
   list, ``True`` never equals ``1``, and floats match within ``rel_tol``/``abs_tol``.
 
-Assert and call tests run in one process through the in-sandbox harness (``_pyharness.py``), which
-confirms each case on its own channel; a case it did not confirm fails. An empty test list is a grader
-error (reward ``None``), never a pass.
+Assert and call tests run through the in-sandbox harness (``_pyharness.py``): the candidate's program
+runs in a worker process, and the test code runs in a separate checker process that calls into it and
+gets back plain values only, so every comparison is made on exact builtin types, and the program can
+neither see the tests nor forge a verdict. The checker confirms each case on its own channel; a case it
+did not confirm fails. An empty test list is a grader error (reward ``None``), never a pass.
 """
 
 from __future__ import annotations
@@ -31,14 +33,24 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sandbox.base import Sandbox, in_sandbox_source
-from sandbox.languages import PYTHON, Language, get_language
-from sandbox.types import CaseResult, ExecResult, Limits, RunResult, Status, TestReport
+from sandbox.languages import PYTHON_TRUSTED, Language, get_language
+from sandbox.types import IDLE_GRACE_S, CaseResult, ExecResult, Limits, RunResult, Status, TestReport
 
 Comparator = Literal["exact", "whitespace", "float"]
 COMPARATORS: tuple[str, ...] = ("exact", "whitespace", "float")
 
-_HARNESS_ARGV = (PYTHON, "harness.py")
 _DEFAULT_TAIL_BYTES = 1024
+_HARNESS_SLACK_S = 0.5
+"""Per case, on top of its own limit, for the harness's job as a whole: the checker interrupts a case and
+kills a program that will not stop (0.3 s); the job is only ended from outside when the harness fails."""
+_CASE_STATUSES = (
+    Status.PASSED,
+    Status.WRONG_ANSWER,
+    Status.RUNTIME_ERROR,
+    Status.TIMEOUT,
+    Status.MEMORY_LIMIT,
+    Status.OUTPUT_LIMIT,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +334,8 @@ async def _run_stdio(
                     i,
                     status,
                     time_s=run.time_s,
+                    cpu_s=run.cpu_s,
+                    cpu_wait_s=run.cpu_wait_s,
                     memory_mb=run.memory_mb,
                     exit_code=run.exit_code,
                     stdout=_tail(run.stdout, tail_bytes),
@@ -336,22 +350,22 @@ async def _run_stdio(
 
 
 def _harness_spec(tests: AssertTests | CallTests, limits: Limits, early_stop: bool) -> dict[str, Any]:
+    common = {
+        "time_s": limits.time_s,
+        "idle_grace_s": IDLE_GRACE_S,
+        "wall_s": limits.wall_ceiling_s,
+        "max_value_bytes": limits.output_bytes,
+        "early_stop": early_stop,
+    }
     if isinstance(tests, AssertTests):
         return {
             "mode": "assert",
             "tests": list(tests.cases),
             "entry_point": tests.entry_point if tests.test is not None and tests.test.strip() else None,
             "setup_code": tests.setup_code,
-            "time_s": limits.time_s,
-            "early_stop": early_stop,
+            **common,
         }
-    return {
-        "mode": "call",
-        "fn_name": tests.fn_name,
-        "inputs": [list(c.input) for c in tests.cases],
-        "time_s": limits.time_s,
-        "early_stop": early_stop,
-    }
+    return {"mode": "call", "fn_name": tests.fn_name, "inputs": [list(c.input) for c in tests.cases], **common}
 
 
 async def _run_harness(
@@ -370,16 +384,23 @@ async def _run_harness(
     except ValueError as exc:
         return _grader_error(f"the test inputs cannot be sent to the harness: {exc}", total)
     files = {"harness.py": in_sandbox_source("_pyharness.py").encode(), "solution.py": code.encode()}
-    # One process runs every case: it gets each case's time, plus one more for loading the program.
-    process_limits = dataclasses.replace(limits, time_s=limits.time_s * (total + 1))
+    # The checker limits each case itself. The job as a whole gets every case's time (and slack), plus
+    # two more for loading the program and the test setup, and one process more: the checker's.
+    process_limits = dataclasses.replace(
+        limits,
+        time_s=(limits.time_s + IDLE_GRACE_S + _HARNESS_SLACK_S) * (total + 2),
+        max_processes=limits.max_processes + 1,
+    )
+    argv = (PYTHON_TRUSTED, "harness.py", str(limits.output_bytes))
     async with sandbox.job(files) as job:
         stdin = nonce.encode() + b"\n" + spec
-        run = await job.exec(_HARNESS_ARGV, stdin=stdin, limits=process_limits, channel=True)
+        run = await job.exec(argv, stdin=stdin, limits=process_limits, channel=True)
     if run.status is Status.SANDBOX_ERROR:
         return TestReport(Status.SANDBOX_ERROR, 0, total, (), None, run.detail)
 
     records: dict[int, dict[str, Any]] = {}
     fatal: dict[str, Any] | None = None
+    abort: dict[str, Any] | None = None
     for line in run.channel.splitlines():
         try:
             record = json.loads(line, object_hook=_from_channel)
@@ -392,6 +413,8 @@ async def _run_harness(
             fatal = record
         elif kind == "case" and isinstance(record.get("index"), int):
             records.setdefault(record["index"], record)
+        elif kind == "abort" and abort is None:
+            abort = record
     grader = [r for r in (fatal, *records.values()) if r is not None and "grader_error" in (r["kind"], r.get("status"))]
     if grader:
         return _grader_error(str(grader[0].get("detail")), total)
@@ -408,22 +431,19 @@ async def _run_harness(
             status = Status.COMPILE_ERROR if fatal["kind"] == "compile_error" else Status(fatal["status"])
             detail, time_s = fatal.get("detail"), 0.0
         elif record is None:
-            status = (
-                run.status
-                if run.status in (Status.TIMEOUT, Status.MEMORY_LIMIT, Status.OUTPUT_LIMIT)
-                else Status.RUNTIME_ERROR
-            )
-            why = run.detail or f"exit code {run.exit_code}"
-            detail, time_s = f"the program ended before the harness confirmed this test ({why})", 0.0
+            status, detail, time_s = _unconfirmed(run, abort)
         else:
             status, detail, time_s = _case_verdict(record, tests, i)
         passed = status is Status.PASSED
+        measured = record if record is not None and not stopped and fatal is None else {}
         cases.append(
             CaseResult(
                 i,
                 status,
                 time_s=time_s,
-                memory_mb=run.memory_mb,
+                cpu_s=_number(measured, "cpu_s"),
+                cpu_wait_s=_number(measured, "cpu_wait_s"),
+                memory_mb=_number(measured, "memory_mb") or run.memory_mb,
                 exit_code=run.exit_code,
                 stdout="" if passed else stdout,
                 stderr="" if passed else stderr,
@@ -434,28 +454,41 @@ async def _run_harness(
     return _report(cases)
 
 
+def _number(record: dict[str, Any], key: str) -> float:
+    value = record.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _unconfirmed(run: ExecResult, abort: dict[str, Any] | None) -> tuple[Status, str | None, float]:
+    """The verdict on a case the harness never confirmed: the program's run ended (or was ended) first."""
+    if run.status in (Status.TIMEOUT, Status.MEMORY_LIMIT, Status.OUTPUT_LIMIT):
+        return run.status, f"the program ended before the harness confirmed this test ({run.detail})", 0.0
+    if abort is not None and abort.get("status") in ("timeout", "runtime_error"):
+        return Status(abort["status"]), str(abort.get("detail")), 0.0
+    why = run.detail or f"exit code {run.exit_code}"
+    return Status.RUNTIME_ERROR, f"the program ended before the harness confirmed this test ({why})", 0.0
+
+
 def _case_verdict(
     record: dict[str, Any], tests: AssertTests | CallTests, index: int
 ) -> tuple[Status, str | None, float]:
-    time_s = float(record.get("time_s") or 0.0)
+    time_s = _number(record, "time_s")
     raw = record.get("status")
-    if raw == "returned" and isinstance(tests, CallTests):
-        want = tests.cases[index].output
-        got = record.get("value")
-        if json_equal(got, want, abs_tol=tests.abs_tol, rel_tol=tests.rel_tol):
-            return Status.PASSED, None, time_s
-        return Status.WRONG_ANSWER, f"expected {_short(want)}, got {_short(got)}", time_s
+    if isinstance(tests, CallTests):
+        # A call's verdict is always made here, from the value it returned: the harness only reports it.
+        if raw == "returned":
+            want = tests.cases[index].output
+            got = record.get("value")
+            if json_equal(got, want, abs_tol=tests.abs_tol, rel_tol=tests.rel_tol):
+                return Status.PASSED, None, time_s
+            return Status.WRONG_ANSWER, f"expected {_short(want)}, got {_short(got)}", time_s
+        if raw == "passed":
+            return Status.RUNTIME_ERROR, "unexpected harness status 'passed' for a call", time_s
     try:
         status = Status(str(raw))
     except ValueError:
         return Status.RUNTIME_ERROR, f"unknown harness status {raw!r}", time_s
-    if status not in (
-        Status.PASSED,
-        Status.WRONG_ANSWER,
-        Status.RUNTIME_ERROR,
-        Status.TIMEOUT,
-        Status.MEMORY_LIMIT,
-    ):
+    if status not in _CASE_STATUSES:
         return Status.RUNTIME_ERROR, f"unexpected harness status {raw!r}", time_s
     return status, record.get("detail"), time_s
 

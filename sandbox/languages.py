@@ -12,6 +12,10 @@ from dataclasses import dataclass
 PYTHON = "@python"
 """argv[0] for "``python3 SCRIPT ARGS``, in an interpreter forked from a warm one": a Python job then costs
 a fork instead of an interpreter start (~10 ms, as much as a typical test itself). See ``_launcher.py``."""
+PYTHON_TRUSTED = "@python-trusted"
+"""argv[0] for a Python program of ours that runs beside the candidate's code in the same job (the test
+harness's checker): as :data:`PYTHON`, but the process stays non-dumpable, so the candidate's processes
+(same uid) can neither ptrace it nor read its memory or file descriptors."""
 PYTHON_SYNTAX_CHECK = "@python-syntax"
 """argv[0] of Python's compile stage: ``compile()`` the script in a forked warm interpreter and report
 a syntax error as a compile error, running nothing."""

@@ -37,13 +37,24 @@ class Status(enum.StrEnum):
         return self in (Status.SANDBOX_ERROR, Status.GRADER_ERROR)
 
 
+IDLE_GRACE_S = 0.5
+"""A run may spend ``time_s`` + this much wall-clock time not waiting for a CPU (asleep, blocked), in s."""
+WALL_CEILING_FACTOR = 4.0
+"""Under any load, a run ends after ``WALL_CEILING_FACTOR * time_s + 1`` s of wall-clock time."""
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Resource limits of one run. Every field carries its unit in its name.
 
     Attributes:
-        time_s: wall-clock limit of one run (one test case), counted from the program's start; time
-            spent waiting for a free sandbox does not count.
+        time_s: CPU-time limit of one run (one test case), in seconds: user + system time of all its
+            processes, what judges count, so a correct program slowed down by other work on the cores
+            does not time out. A run that uses no CPU (it sleeps, blocks, or ignores every signal while
+            stopped) still ends as ``timeout`` once its wall-clock time, less the time it spent waiting
+            for a CPU, passes ``time_s + IDLE_GRACE_S``; and any run ends after
+            :attr:`wall_ceiling_s` of plain wall-clock time. Time spent waiting for a free sandbox
+            never counts.
         memory_mb: address-space limit of the program (``RLIMIT_AS``), in MiB. The sandbox's cgroup
             (container or slot) is a hard ceiling above it.
         max_processes: processes and threads the run may have at once (``RLIMIT_NPROC``, plus the
@@ -70,6 +81,11 @@ class Limits:
             value = getattr(self, f.name)
             if not value > 0:
                 raise ValueError(f"Limits.{f.name} must be > 0, got {value!r}")
+
+    @property
+    def wall_ceiling_s(self) -> float:
+        """The most wall-clock time one run may take under any load, in seconds."""
+        return WALL_CEILING_FACTOR * self.time_s + 1.0
 
     def capped(self, maxima: Limits) -> Limits:
         """This limit set with every field lowered to at most the same field of ``maxima``."""
@@ -100,7 +116,9 @@ class ExecResult:
         stderr: the last ``Limits.output_bytes`` of standard error (the end holds the traceback).
         stdout_truncated / stderr_truncated: more was written than was kept.
         time_s: wall-clock time from start to exit, in seconds.
-        cpu_s: user + system CPU time, in seconds.
+        cpu_s: user + system CPU time of the run's processes, in seconds (what ``Limits.time_s`` limits).
+        cpu_wait_s: time the run was ready to run but waited for a CPU taken by other work, in seconds
+            (sampled every few tens of ms, so 0 for short runs).
         memory_mb: peak resident memory of the process (and its waited-for children), in MiB.
         detail: why, in words, for anything but ``ok``.
         channel: what the program wrote to the harness's result channel (assert/call tests only).
@@ -117,6 +135,7 @@ class ExecResult:
     stderr_truncated: bool = False
     time_s: float = 0.0
     cpu_s: float = 0.0
+    cpu_wait_s: float = 0.0
     memory_mb: float = 0.0
     detail: str | None = None
     channel: bytes = b""
@@ -153,9 +172,12 @@ class CaseResult:
         index: position of the case in the test list.
         status: ``passed``, ``wrong_answer``, ``runtime_error``, ``timeout``, ``memory_limit``,
             ``output_limit``, ``compile_error``, ``skipped`` or ``sandbox_error``.
-        time_s / memory_mb: the run's wall time (s) and peak memory (MiB); for assert and call tests,
-            where one process runs every case, ``time_s`` is the case's own time and ``memory_mb`` the
-            process's peak.
+        time_s / cpu_s / memory_mb: the case's wall-clock time (s), the CPU time of the program's
+            processes during it (s; what ``Limits.time_s`` limits) and the program's peak resident
+            memory (MiB). For assert and call tests, where one program process runs every case,
+            ``memory_mb`` is that process's peak up to the end of the case.
+        cpu_wait_s: how much of ``time_s`` the program was ready to run but waited for a CPU taken by
+            other work on the host (s); large values mean the host is overloaded.
         exit_code: the process's exit code, when there was one process per case.
         stdout / stderr: tails of the program's output, cut to the caller's tail limit.
         detail: what differed or failed, in words.
@@ -164,6 +186,8 @@ class CaseResult:
     index: int
     status: Status
     time_s: float = 0.0
+    cpu_s: float = 0.0
+    cpu_wait_s: float = 0.0
     memory_mb: float = 0.0
     exit_code: int | None = None
     stdout: str = ""

@@ -75,12 +75,16 @@ async def test_cpp_runtime_error(sandbox: Sandbox) -> None:
 
 
 async def test_timeout_kills_at_the_limit(sandbox: Sandbox) -> None:
+    # time_s is CPU time: the loop dies once it has used 1 s of CPU. On a loaded host that takes longer
+    # than 1 s of wall-clock time, by the time it waited for a CPU (cpu_wait_s).
     start = time.monotonic()
     result = await run_program(sandbox, "python", "while True:\n    pass\n", limits=Limits(time_s=1))
     elapsed = time.monotonic() - start
     assert result.status is Status.TIMEOUT
-    assert result.run is not None and 1.0 <= result.run.time_s < 1.2
-    assert elapsed < 1 + 1.0
+    assert result.run is not None and 1.0 <= result.run.cpu_s < 1.2, result.run
+    assert result.run.time_s - result.run.cpu_wait_s < 1.2, result.run
+    assert result.run.detail == f"used {result.run.cpu_s:.2f} s of CPU time, over the 1 s limit; killed"
+    assert elapsed - result.run.cpu_wait_s < 1 + 1.0
 
 
 async def test_output_within_limit_is_kept_whole(sandbox: Sandbox) -> None:
