@@ -378,7 +378,8 @@ def _worker(requests, answers, max_bytes):
         except SystemExit as exc:
             answer = ("exit", _short_repr(exc.code))
         except BaseException as exc:  # the program's exception, raised in a call: the checker re-raises it
-            answer = ("raise", tuple(c.__name__ for c in type(exc).__mro__), _describe(exc))
+            args = exc.args if type(exc.args) is tuple else ()
+            answer = ("raise", tuple(c.__name__ for c in type(exc).__mro__), _describe(exc), args)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()  # the program's output reaches the job's output before the verdict
@@ -387,7 +388,7 @@ def _worker(requests, answers, max_bytes):
         try:
             text = _encode(answer, ref)
         except (RecursionError, MemoryError) as exc:
-            text = _encode(("raise", (type(exc).__name__, "BaseException"), _describe(exc)), ref)
+            text = _encode(("raise", (type(exc).__name__, "BaseException"), _describe(exc), ()), ref)
         if len(text) > max_bytes:
             text = _encode(("toolarge", len(text)), ref)
         _write_all(answers, _frame(text))
@@ -549,7 +550,7 @@ class _Link:
         if kind == "ok":
             return answer[1]
         if kind == "raise":
-            raise _rebuild(answer[1], answer[2])
+            raise _rebuild(*answer[1:4])
         if kind == "exit":
             raise _ProgramExit(answer[1])
         if kind == "timeout":
@@ -725,8 +726,9 @@ class _Link:
             time.sleep(0.0005)
 
 
-def _rebuild(names, detail):
-    """The checker's own exception for one the program raised: the first builtin class in its MRO."""
+def _rebuild(names, detail, args):
+    """The checker's own exception for one the program raised: the first builtin class in its MRO, with
+    the same arguments where they are plain values (so ``str(e)`` reads as in plain Python)."""
     if type(names) is not tuple:
         names = ()
     for name in names:
@@ -735,9 +737,12 @@ def _rebuild(names, detail):
             if cls is SystemExit:
                 return _ProgramExit(detail)
             try:
-                exc = cls(detail)
+                exc = cls(*args) if type(args) is tuple else cls(detail)
             except BaseException:
-                continue
+                try:
+                    exc = cls(detail)
+                except BaseException:
+                    continue
             setattr(exc, "rlvr_detail", str(detail))  # noqa: B010  (already "Type: message (solution.py, line N)")
             return exc
     return RuntimeError(str(detail))

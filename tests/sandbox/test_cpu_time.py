@@ -1,0 +1,153 @@
+"""``time_s`` is CPU time: a correct program passes on a loaded host; one that sleeps, stops or ignores
+signals still ends as ``timeout`` within ``time_s + 1`` s; every case reports its CPU and wall time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sandbox import (
+    AssertTests,
+    CallCase,
+    CallTests,
+    Limits,
+    Sandbox,
+    Status,
+    StdioCase,
+    StdioTests,
+    run_program,
+    run_tests,
+)
+
+# Burns `seconds` of its own CPU time, however long that takes on the wall clock.
+BURN = (
+    "import time\ndef burn(seconds):\n    end = time.process_time() + seconds\n"
+    "    while time.process_time() < end:\n        pass\n"
+)
+
+
+@contextmanager
+def host_load(per_core: int = 4) -> Iterator[None]:
+    """Busy processes outside the sandbox, as math workers or other jobs would be. Each has a session of
+    its own: with the kernel's autogroups a session shares one CPU weight, as a sandbox does."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(per_core * (os.cpu_count() or 1))
+    ]
+    try:
+        time.sleep(0.2)  # let them get going
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
+
+
+async def test_a_correct_program_passes_on_a_loaded_host(sandbox: Sandbox) -> None:
+    # 0.4 s of CPU under a 0.8 s limit. With the cores taken by other work, its wall time passes 0.8 s:
+    # a wall-clock limit would call it a timeout (QA's cpu.py), a CPU-time limit lets it pass.
+    limits = Limits(time_s=0.8)
+    stdio = StdioTests((StdioCase(b"", b"ok\n"),))
+    asserts = AssertTests(test_list=("assert work(1) == 1",))
+    calls = CallTests("work", (CallCase((2,), 2),))
+    with host_load():
+        reports = [
+            await run_tests(sandbox, "python", BURN + "burn(0.4)\nprint('ok')\n", stdio, limits=limits),
+            await run_tests(
+                sandbox, "python", BURN + "def work(x):\n    burn(0.4)\n    return x\n", asserts, limits=limits
+            ),
+            await run_tests(
+                sandbox, "python", BURN + "def work(x):\n    burn(0.4)\n    return x\n", calls, limits=limits
+            ),
+        ]
+    for report in reports:
+        case = report.cases[0]
+        assert report.status is Status.PASSED, case
+        assert 0.4 <= case.cpu_s < 0.8, case
+        assert case.time_s > limits.time_s, f"the load did not slow the program down, so this proves nothing: {case}"
+        assert case.cpu_wait_s > 0, case
+
+
+async def test_cpu_time_over_the_limit_is_a_timeout_in_every_format(sandbox: Sandbox) -> None:
+    limits = Limits(time_s=0.5)
+    stdio = await run_tests(sandbox, "python", BURN + "burn(5)\n", StdioTests((StdioCase(b"", b""),)), limits=limits)
+    code = BURN + "def work(x):\n    if x:\n        burn(5)\n    return x\n"
+    asserts = await run_tests(
+        sandbox, "python", code, AssertTests(test_list=("assert work(1) == 1", "assert work(0) == 0")), limits=limits
+    )
+    assert [c.status for c in stdio.cases] == [Status.TIMEOUT]
+    assert [c.status for c in asserts.cases] == [Status.TIMEOUT, Status.PASSED]  # the next case still runs
+    for case in (stdio.cases[0], asserts.cases[0]):
+        assert 0.5 <= case.cpu_s < 0.7, case
+        assert case.detail is not None and "s of CPU time, over the 0.5 s limit" in case.detail, case.detail
+
+
+async def test_cpu_time_of_child_processes_counts(sandbox: Sandbox) -> None:
+    # Four children burn 0.3 s each: none is over a 1 s limit, the program is (1.2 s).
+    code = BURN + (
+        "import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        burn(0.3)\n"
+        "        os._exit(0)\n    pids.append(pid)\nfor pid in pids:\n    os.waitpid(pid, 0)\n"
+        "burn(0.2)\nprint('done')\n"
+    )
+    result = await run_program(sandbox, "python", code, limits=Limits(time_s=1.0))
+    assert result.status is Status.TIMEOUT, result.run
+    assert result.run is not None and 1.0 <= result.run.cpu_s < 1.3, result.run
+
+
+# (program, why): programs that use no CPU; each must end as timeout within time_s + 1 s.
+IDLE = [
+    ("import time\ntime.sleep(60)\n", "sleeps"),
+    (
+        "import signal, time\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP):\n"
+        "    signal.signal(s, signal.SIG_IGN)\ntime.sleep(60)\n",
+        "ignores signals and sleeps",
+    ),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n", "stops itself"),
+    ("import os\nos.read(os.pipe()[0], 1)\n", "blocks on a pipe forever"),
+]
+
+
+async def test_idle_programs_end_within_time_s_plus_one_second(sandbox: Sandbox) -> None:
+    for code, why in IDLE:
+        start = time.monotonic()
+        result = await run_program(sandbox, "python", code, limits=Limits(time_s=1))
+        elapsed = time.monotonic() - start
+        assert result.status is Status.TIMEOUT, (why, result.run)
+        assert elapsed < 1 + 1, (why, elapsed)
+        assert (
+            result.run is not None
+            and result.run.detail is not None
+            and "not spent waiting for a CPU" in result.run.detail
+        )
+
+
+async def test_an_idle_assert_case_ends_within_time_s_plus_one_second(sandbox: Sandbox) -> None:
+    # A sleep in a case is interrupted and the next case runs; a program that ignores the interruption is
+    # killed, and the cases after it time out too, all within time_s + 1 s of the case's start.
+    tests = AssertTests(test_list=("assert f(1) == 1", "assert f(2) == 2"))
+    sleeper = "import time\ndef f(x):\n    if x == 1:\n        time.sleep(60)\n    return x\n"
+    deaf = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n" + sleeper
+    for code, statuses in ((sleeper, [Status.TIMEOUT, Status.PASSED]), (deaf, [Status.TIMEOUT, Status.TIMEOUT])):
+        start = time.monotonic()
+        report = await run_tests(sandbox, "python", code, tests, limits=Limits(time_s=1))
+        elapsed = time.monotonic() - start
+        assert [c.status for c in report.cases] == statuses, [c.detail for c in report.cases]
+        assert report.cases[0].time_s < 1 + 1, report.cases[0]
+        assert elapsed < 1 + 1 + 0.5, elapsed  # + the job's start and the second case
+
+
+async def test_each_case_reports_its_cpu_and_wall_time(sandbox: Sandbox) -> None:
+    code = BURN + "def work(x):\n    burn(x)\n    return x\n"
+    report = await run_tests(
+        sandbox, "python", code, AssertTests(test_list=("assert work(0.05) == 0.05", "assert work(0.25) == 0.25"))
+    )
+    small, large = report.cases
+    assert report.status is Status.PASSED
+    assert 0.05 <= small.cpu_s < 0.15 and 0.25 <= large.cpu_s < 0.35, report.cases
+    assert small.time_s >= small.cpu_s - 0.01 and large.time_s >= large.cpu_s - 0.01, report.cases
+    assert small.memory_mb > 1
