@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     sandbox_bwrap: str = Field("bwrap", description="The bubblewrap executable of the local backend.")
     sandbox_work_mb: int = Field(256, ge=16, le=65536, description="tmpfs for work directories, per sandbox (MiB).")
     sandbox_cpus: float = Field(1.0, gt=0, le=64, description="CPU share of one sandbox, in CPUs.")
-    sandbox_time_s: float = Field(5.0, gt=0, description="Default wall-clock limit per run / test case (s).")
+    sandbox_time_s: float = Field(5.0, gt=0, description="Default CPU-time limit per run / test case (s).")
     sandbox_memory_mb: int = Field(512, ge=16, description="Default memory (address space) limit per run (MiB).")
     sandbox_max_time_s: float = Field(30.0, gt=0, le=600, description="Largest `limits.time_s` a request gets.")
     sandbox_max_memory_mb: int = Field(2048, ge=16, description="Largest `limits.memory_mb` a request gets.")
@@ -72,7 +72,7 @@ class Settings(BaseSettings):
         512 * 1024, ge=1, description="Longest program accepted (bytes of UTF-8); longer is rejected with 422."
     )
     sandbox_max_cases: int = Field(1000, ge=1, description="Most test cases in one request; more is rejected with 422.")
-    sandbox_compile_time_s: float = Field(20.0, gt=0, le=600, description="Wall-clock limit of a compile stage (s).")
+    sandbox_compile_time_s: float = Field(20.0, gt=0, le=600, description="CPU-time limit of a compile stage (s).")
     sandbox_compile_memory_mb: int = Field(2048, ge=64, description="Memory limit of a compile stage (MiB).")
     sandbox_tail_bytes: int = Field(2048, ge=0, description="stdout/stderr kept per test case in results.")
 

@@ -63,7 +63,7 @@ class Limits:
             the run ends as ``output_limit`` unless it times out first.
         stack_mb: stack size (``RLIMIT_STACK``), in MiB. Deep recursion needs more than the usual 8.
         file_size_mb: largest file the program may write (``RLIMIT_FSIZE``), in MiB.
-        compile_time_s: wall-clock limit of the compile stage.
+        compile_time_s: CPU-time limit of the compile stage (as ``time_s``).
         compile_memory_mb: address-space limit of the compile stage (g++ needs several hundred MiB).
     """
 

@@ -34,7 +34,12 @@ class CodeLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    time_s: float | None = Field(None, gt=0, description="Wall-clock limit per run / test case, in seconds.")
+    time_s: float | None = Field(
+        None,
+        gt=0,
+        description="CPU-time limit per run / test case, in seconds (all the program's processes). A run that "
+        "uses no CPU (asleep, blocked) ends after this + 0.5 s of wall-clock time not spent waiting for a CPU.",
+    )
     memory_mb: int | None = Field(None, gt=0, description="Memory (address space) limit, in MiB.")
     max_processes: int | None = Field(None, gt=0, description="Processes and threads at once.")
     output_bytes: int | None = Field(None, gt=0, description="stdout (and stderr) kept per run; more is output_limit.")
@@ -78,6 +83,8 @@ class CodeRunResult(BaseModel):
     exit_code: int | None = Field(None, description="Exit code; null when killed by a signal or not run.")
     signal: int | None = Field(None, description="The signal that ended the program, if any.")
     time_s: float = Field(0.0, description="Wall-clock run time, in seconds (queueing excluded).")
+    cpu_s: float = Field(0.0, description="CPU time of the program's processes, in seconds (what `time_s` limits).")
+    cpu_wait_s: float = Field(0.0, description="Time the run waited for a CPU taken by other work, in seconds.")
     memory_mb: float = Field(0.0, description="Peak resident memory, in MiB.")
     detail: str | None = Field(None, description="Why, in words, when status is not `ok`.")
 
@@ -101,6 +108,8 @@ class CodeRunResult(BaseModel):
             exit_code=run.exit_code,
             signal=run.signal,
             time_s=run.time_s,
+            cpu_s=run.cpu_s,
+            cpu_wait_s=run.cpu_wait_s,
             memory_mb=run.memory_mb,
             detail=run.detail,
         )
@@ -179,6 +188,8 @@ class CaseOut(BaseModel):
     index: int
     status: str = Field(description=_STATUS_DOC)
     time_s: float = Field(description="Wall-clock time of the case, in seconds.")
+    cpu_s: float = Field(0.0, description="CPU time of the program during the case, in seconds (what `time_s` limits).")
+    cpu_wait_s: float = Field(0.0, description="Time the case waited for a CPU taken by other work, in seconds.")
     memory_mb: float = Field(description="Peak resident memory, in MiB.")
     exit_code: int | None = None
     stdout: str = Field("", description="The end of stdout, cut to the server's tail limit.")

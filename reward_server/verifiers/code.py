@@ -9,9 +9,12 @@ scores 0.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import dataclasses
 import re
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,13 +22,25 @@ from pydantic import TypeAdapter, ValidationError
 
 from reward_server.schemas.code import CodeAccuracyParams, CodeTests
 from reward_server.verifiers.base import ComponentScore
-from sandbox import Limits, Sandbox, Status, TestReport, TestSpec, get_language, run_tests
+from sandbox import (
+    AssertTests,
+    CallTests,
+    Limits,
+    Sandbox,
+    Status,
+    TestReport,
+    TestSpec,
+    get_language,
+    run_tests,
+)
 
 CodeBlock = Literal["last", "first", "none"]
 
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
+_OPENING_FENCE = re.compile(r"(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)")
 _THINK_END = "</think>"
 _TESTS: TypeAdapter[Any] = TypeAdapter(CodeTests)
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_CPP_MAIN = re.compile(r"\bmain\s*\(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +68,154 @@ class CodeOptions:
     tail_bytes: int = 1024
 
 
+@dataclass(frozen=True, slots=True)
+class FencedBlock:
+    """One fenced code block of a Markdown text: its language tag (lower case, ``""`` when untagged) and
+    its text, as Markdown would show it."""
+
+    tag: str
+    body: str
+
+
+def fenced_blocks(text: str) -> list[FencedBlock]:
+    """The fenced code blocks of ``text``, in order, read as CommonMark reads them.
+
+    A block opens with a line of three or more backticks or tildes, optionally indented (a block inside a
+    list item) and followed by an info string whose first word is the language (```` ```python ````,
+    ``~~~py``, ```` ```python title=sol.py ````, ``{.python}``); a backtick fence's info string has no
+    backtick. It closes at the first line of the same character, at least as long, and nothing else, so
+    a ```` ```` ```` block may hold ```` ``` ```` lines. The opening fence's indentation is removed from
+    each line of the block (then any indentation common to every line, which no program can start with).
+    An unclosed block (a truncated completion) is not a block.
+    """
+    lines = text.replace("\r\n", "\n").split("\n")
+    blocks: list[FencedBlock] = []
+    i = 0
+    while i < len(lines):
+        opening = _OPENING_FENCE.fullmatch(lines[i])
+        i += 1
+        if opening is None or (opening["fence"][0] == "`" and "`" in opening["info"]):
+            continue
+        fence, indent = opening["fence"], len(opening["indent"])
+        body: list[str] = []
+        while i < len(lines) and not _closes(lines[i], fence):
+            line = lines[i]
+            body.append(line[min(indent, len(line) - len(line.lstrip(" \t"))) :])
+            i += 1
+        if i == len(lines):
+            break  # never closed: the rest of the text is inside it, and it is not a block
+        i += 1
+        words = opening["info"].split()
+        tag = words[0].strip("{}.").split(":")[0].lower() if words else ""
+        blocks.append(FencedBlock(tag, textwrap.dedent("".join(line + "\n" for line in body))))
+    return blocks
+
+
+def _closes(line: str, fence: str) -> bool:
+    stripped = line.strip(" \t")
+    return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
+
+
+def _python_names(code: str) -> set[str] | None:
+    """The names a Python program binds at its top level (also in top-level ``if``/``try``/``with``
+    blocks), or ``None`` when it does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    names: set[str] = set()
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+            for part in ("body", "orelse", "finalbody", "handlers"):
+                statements.extend(getattr(node, part, []))
+        elif isinstance(node, ast.ExceptHandler):
+            statements.extend(node.body)
+    return names
+
+
+def _cpp_names(code: str) -> set[str] | None:
+    return {"main"} if _CPP_MAIN.search(code) else set()
+
+
+_DEFINED_NAMES: dict[str, Callable[[str], set[str] | None]] = {"python": _python_names, "cpp": _cpp_names}
+
+
+def required_names(language: str, tests: TestSpec) -> list[frozenset[str]]:
+    """What the program must define for ``tests`` to call it: each set holds alternatives, one of which
+    must be defined (a call test's function, or the ``Solution`` class that has it).
+
+    Python: the call tests' ``fn_name``, HumanEval's ``entry_point``, or the functions that assert code
+    (MBPP's ``test_list``) calls and neither defines itself nor finds among the builtins. C++: ``main``.
+    Nothing for Python stdin/stdout programs.
+    """
+    if get_language(language).name == "cpp":
+        return [frozenset({"main"})]
+    if isinstance(tests, CallTests):
+        return [frozenset({tests.fn_name, "Solution"})]
+    if not isinstance(tests, AssertTests):
+        return []
+    if tests.entry_point and tests.test:
+        return [frozenset({tests.entry_point})]
+    called: set[str] = set()
+    own = _python_names(tests.setup_code) or set()
+    for source in tests.cases:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        own |= _python_names(source) or set()
+        called.update(n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
+    return [frozenset({name}) for name in sorted(called - own - _BUILTIN_NAMES)]
+
+
 def extract_code(
-    completion: str, language: str, *, code_block: CodeBlock = "last", after_think: bool = True
+    completion: str,
+    language: str,
+    *,
+    code_block: CodeBlock = "last",
+    after_think: bool = True,
+    required: Sequence[Collection[str]] = (),
 ) -> str | None:
-    """The program in ``completion``: a fenced block (```` ```python ... ``` ````) of ``language``.
+    """The program in ``completion``: a fenced block of ``language`` (see :func:`fenced_blocks`).
 
     Blocks tagged with the language or one of its aliases count; untagged blocks count only when no block
-    is tagged with it; blocks of other languages never count. ``None`` when there is no such block.
+    is tagged with it; blocks of other languages and empty blocks never count. Of those, the ``last``
+    (default) or ``first`` is the program, except that with ``required`` (see :func:`required_names`) a
+    block that defines what the tests call wins over one that does not: a last block that only shows how
+    to call the function (``print(sq(3))``) is a usage example, not the answer. ``None`` when there is no
+    such block.
 
     Raises:
         ValueError: unknown language.
     """
-    names = get_language(language).names
+    lang = get_language(language)
     text = completion
     if after_think and _THINK_END in text:
         text = text.rsplit(_THINK_END, 1)[1]
     if code_block == "none":
         return text
-    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(text)]
-    tagged = [body for tag, body in blocks if tag in names]
-    chosen = tagged or [body for tag, body in blocks if not tag]
+    blocks = [b for b in fenced_blocks(text) if b.body.strip()]
+    chosen = [b.body for b in blocks if b.tag in lang.names] or [b.body for b in blocks if not b.tag]
+    if required and chosen:
+        defines = _DEFINED_NAMES.get(lang.name, lambda code: None)
+        complete = [code for code in chosen if _defines_all(defines(code), required)]
+        chosen = complete or chosen
     if not chosen:
         return None
     return chosen[-1] if code_block == "last" else chosen[0]
+
+
+def _defines_all(names: set[str] | None, required: Sequence[Collection[str]]) -> bool:
+    return names is not None and all(any(name in names for name in alternatives) for alternatives in required)
 
 
 def resolve_limits(requested: Mapping[str, Any] | None, defaults: Limits, maxima: Limits) -> Limits:
@@ -141,7 +281,8 @@ async def score_code(
 
     Args:
         response: the completion; its program is the ``options.code_block`` fenced block of
-            ``options.language`` (after ``</think>``).
+            ``options.language`` (after ``</think>``) that defines what the tests call (see
+            :func:`extract_code`).
         tests: the item's ``tests`` in their JSON form (``{"type": "stdio"|"assert"|"call", ...}``) or parsed.
         options: language, extraction, scoring and limits.
         sandbox: the app's sandbox, or ``None`` when it is unavailable.
@@ -161,7 +302,13 @@ async def score_code(
     if not spec.cases:
         return ComponentScore(None, str(Status.GRADER_ERROR), "the test list is empty: nothing would be checked")
     try:
-        code = extract_code(response, options.language, code_block=options.code_block, after_think=options.after_think)
+        code = extract_code(
+            response,
+            options.language,
+            code_block=options.code_block,
+            after_think=options.after_think,
+            required=required_names(options.language, spec),
+        )
     except ValueError as exc:
         return ComponentScore(None, str(Status.GRADER_ERROR), str(exc))
     if code is None:

@@ -206,6 +206,28 @@ def test_rewards_code_items(client: TestClient) -> None:
     assert results[2]["components"]["accuracy"]["status"] == "no_answer"
 
 
+SQ = "def sq(x):\n    return x * x\n"
+# (id, completion): every way a model writes its answer's code block (QA c5); each one is the program.
+FENCES = [
+    ("tilde", f"~~~python\n{SQ}~~~"),
+    ("four-backticks", f"````python\n{SQ}````"),
+    ("list-item", "1. Square it:\n\n   ```python\n   " + SQ.replace("\n", "\n   ").rstrip() + "\n   ```\n"),
+    ("info-string", f"```python title=sol.py\n{SQ}```"),
+    ("crlf", "```python\r\n" + SQ.replace("\n", "\r\n") + "```"),
+    ("usage-example-last", f"```python\n{SQ}```\nExample:\n```python\nprint(sq(3))\n```"),
+    ("empty-last", f"```python\n{SQ}```\n```python\n```"),
+]
+
+
+def test_rewards_take_the_program_from_every_common_fence(client: TestClient) -> None:
+    tests = {"type": "call", "fn_name": "sq", "cases": [{"input": [3], "output": 9}, {"input": [4], "output": 16}]}
+    items = [{"id": name, "task": "code", "response": text, "tests": tests} for name, text in FENCES]
+    r = client.post("/v1/rewards", json={"items": items})
+    assert r.status_code == 200, r.text
+    got = {x["id"]: (x["reward"], x["components"]["accuracy"]["info"].get("verdict")) for x in r.json()["results"]}
+    assert got == {name: (1.0, "passed") for name, _ in FENCES}
+
+
 def test_malformed_tests_are_422_naming_the_field(client: TestClient) -> None:
     items = [
         {"id": "ok", "task": "code", "response": "x", "tests": {"type": "assert", "test_list": ["assert 1"]}},

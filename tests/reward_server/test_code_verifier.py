@@ -8,8 +8,19 @@ from typing import Any
 
 import pytest
 
-from reward_server.verifiers.code import CodeOptions, extract_code, resolve_limits, score_code
-from sandbox import ExecResult, Limits, LocalSandbox, SandboxUnavailable
+from reward_server.verifiers.code import CodeOptions, extract_code, required_names, resolve_limits, score_code
+from sandbox import (
+    AssertTests,
+    CallCase,
+    CallTests,
+    ExecResult,
+    Limits,
+    LocalSandbox,
+    SandboxUnavailable,
+    StdioCase,
+    StdioTests,
+    TestSpec,
+)
 from tests.conftest import IN_CI
 
 # (completion, language, code_block, expected, why)
@@ -28,8 +39,30 @@ EXTRACTIONS = [
     ("```python\nprint(1)\n", "python", "last", None, "an unclosed block (a truncated completion)"),
     ("<think>```python\ndraft\n```</think>Answer:\n```python\nfinal\n```", "python", "last", "final\n", "after think"),
     ("<think>```python\ndraft\n```</think>no code in the answer", "python", "last", None, "a draft is not an answer"),
-    ("  ```python\n  indented\n  ```", "python", "last", "  indented\n", "an indented fence"),
+    ("  ```python\n  indented\n  ```", "python", "last", "indented\n", "an indented fence loses its indentation"),
     ("print(5)", "python", "none", "print(5)", "the whole text"),
+    # What counts as a block (QA c5): CommonMark fences of either kind, any length, indented in a list item.
+    ("~~~python\nx = 1\n~~~", "python", "last", "x = 1\n", "a tilde fence"),
+    ("````python\nx = 1\n````", "python", "last", "x = 1\n", "a four-backtick fence"),
+    ("````python\ns = '''\n```\n'''\n````", "python", "last", "s = '''\n```\n'''\n", "``` lines inside ````"),
+    ("~~~python\nx\n```\ny\n~~~", "python", "last", "x\n```\ny\n", "a backtick line does not close a tilde fence"),
+    ("```python\nx = 1\n`````", "python", "last", "x = 1\n", "a longer closing fence closes"),
+    (
+        "1. The function:\n\n   ```python\n   def f():\n       return 1\n   ```\n2. Done.",
+        "python",
+        "last",
+        "def f():\n    return 1\n",
+        "indented in a list item (was an IndentationError)",
+    ),
+    ("- a\n    - b\n\t```python\n\tx = 1\n\t```", "python", "last", "x = 1\n", "indented by a tab"),
+    ("```python\n    x = 1\n    y = 2\n```", "python", "last", "x = 1\ny = 2\n", "a body indented as a whole"),
+    ("```python title=sol.py\nx\n```", "python", "last", "x\n", "an info string after the language"),
+    ("```{.python}\nx\n```", "python", "last", "x\n", "a pandoc-style tag"),
+    ("``` python\nx\n```", "python", "last", "x\n", "a space before the tag"),
+    ("```python\r\nx = 1\r\n```", "python", "last", "x = 1\n", "CRLF line ends"),
+    ("```python\nx = 1\n```\n```python\n```", "python", "last", "x = 1\n", "an empty last block is no program"),
+    ("Use ```print(1)``` to print.", "python", "last", None, "inline code is not a block"),
+    ("~~~python\nx = 1\n```", "python", "last", None, "a fence closes only with its own character"),
 ]
 
 
@@ -38,6 +71,78 @@ EXTRACTIONS = [
 )
 def test_extract_code(completion: str, language: str, code_block: str, expected: str | None, why: str) -> None:
     assert extract_code(completion, language, code_block=code_block) == expected, why  # type: ignore[arg-type]
+
+
+SQ = "def sq(x):\n    return x * x\n"
+# (completion, language, required, expected, why): a block that defines what the tests call wins.
+CHOICES = [
+    (f"```python\n{SQ}```\nFor example:\n```python\nprint(sq(3))\n```", "python", [{"sq"}], SQ, "a usage example last"),
+    (f"```python\n{SQ}```\n```python\n{SQ}print(sq(3))\n```", "python", [{"sq"}], f"{SQ}print(sq(3))\n", "both define"),
+    ("```python\nprint(1)\n```\n```python\nprint(2)\n```", "python", [{"sq"}], "print(2)\n", "neither: the last"),
+    (
+        "```python\nclass Solution:\n    def sq(self, x):\n        return x * x\n```\n```python\nSolution().sq(2)\n```",
+        "python",
+        [{"sq", "Solution"}],
+        "class Solution:\n    def sq(self, x):\n        return x * x\n",
+        "a LeetCode Solution class",
+    ),
+    (
+        "```python\nif True:\n    def sq(x):\n        return x\n```\n```python\nsq(2)\n```",
+        "python",
+        [{"sq"}],
+        "if True:\n    def sq(x):\n        return x\n",
+        "defined inside a top-level if",
+    ),
+    (
+        "```cpp\nint main(){return 0;}\n```\nCall it:\n```cpp\nsolve(3);\n```",
+        "cpp",
+        [{"main"}],
+        "int main(){return 0;}\n",
+        "a C++ snippet without main",
+    ),
+    ("```python\ndef sq(x) return\n```\n```python\nsq(1)\n```", "python", [{"sq"}], "sq(1)\n", "no block parses"),
+]
+
+
+@pytest.mark.parametrize(
+    ("completion", "language", "required", "expected", "why"), CHOICES, ids=[c[-1] for c in CHOICES]
+)
+def test_extract_code_skips_usage_examples(
+    completion: str, language: str, required: list[set[str]], expected: str, why: str
+) -> None:
+    assert extract_code(completion, language, required=required) == expected, why
+
+
+# (language, tests, names, why)
+REQUIRED = [
+    ("python", CallTests("sq", (CallCase((1,), 1),)), [{"sq", "Solution"}], "a call test's function or class"),
+    ("python", AssertTests(test="def check(c):\n    pass\n", entry_point="sq"), [{"sq"}], "HumanEval"),
+    (
+        "python",
+        AssertTests(test_list=("assert sq(2) == 4", "assert set(pairs([1])) == {1}")),
+        [{"pairs"}, {"sq"}],
+        "MBPP, builtins left out",
+    ),
+    (
+        "python",
+        AssertTests(test="def helper(x):\n    return x\nassert helper(sq(2)) == 4\n"),
+        [{"sq"}],
+        "what the test code defines itself is left out",
+    ),
+    (
+        "python",
+        AssertTests(test_list=("assert depth(root) == 2",), setup_code="root = Node(1)"),
+        [{"depth"}],
+        "names the setup code binds are left out",
+    ),
+    ("python", StdioTests((StdioCase(b"", b""),)), [], "a script"),
+    ("cpp", StdioTests((StdioCase(b"", b""),)), [{"main"}], "C++"),
+]
+
+
+@pytest.mark.parametrize(("language", "tests", "names", "why"), REQUIRED, ids=[r[-1] for r in REQUIRED])
+def test_required_names(language: str, tests: TestSpec, names: list[set[str]], why: str) -> None:
+    assert required_names(language, tests) == [frozenset(n) for n in names], why
 
 
 def test_resolve_limits() -> None:
