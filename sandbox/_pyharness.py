@@ -323,12 +323,17 @@ def _write_all(fd, data):
 def _worker(requests, answers, max_bytes):
     """Load the candidate's program, then answer the checker's requests until it hangs up."""
     # This process holds no secret, so it may be an ordinary process again (the launcher would have made it
-    # one): its /proc files are then its own, as any program expects.
-    import ctypes
+    # one): its /proc files are then its own, as any program expects. The launcher lends us its prctl;
+    # without it (run by hand), ctypes does it.
+    set_dumpable = globals().get("__rlvr_set_dumpable__")
+    if set_dumpable is not None:
+        set_dumpable(True)
+    else:
+        import ctypes
 
-    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
-    for name in [n for n in sys.modules if n == "ctypes" or n.startswith("ctypes.")]:
-        del sys.modules[name]
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+        for name in [n for n in sys.modules if n == "ctypes" or n.startswith("ctypes.")]:
+            del sys.modules[name]
 
     objects: list = []
     ids: dict = {}
@@ -713,17 +718,14 @@ class _Link:
         return status
 
     def close(self):
-        """Hang up; the worker flushes its output and exits (or is killed after a grace period)."""
+        """End the worker. It has flushed its output after its last answer, and nothing it would do after
+        that counts (it exits without atexit handlers either way), so it is killed rather than waited for."""
         for fd in (self.requests, self.answers):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        deadline = time.perf_counter() + _KILL_GRACE_S
-        while self.pid is not None:
-            if self.reap(block=False) is None and time.perf_counter() > deadline:
-                self.kill()
-            time.sleep(0.0005)
+        self.kill()
 
 
 def _rebuild(names, detail, args):
@@ -863,7 +865,10 @@ def _start_worker(max_bytes):
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)  # the spec is still unread in the stdin pipe: the worker never sees it
             os.close(devnull)
-            os.close(_CHANNEL_FD)
+            try:
+                os.close(_CHANNEL_FD)
+            except OSError:
+                pass  # run by hand without a channel
             _worker(requests_r, answers_w, max_bytes)
         finally:
             os._exit(70)
