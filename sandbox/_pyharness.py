@@ -674,6 +674,8 @@ class _Link:
                 next_check = now + _ALARM_REPEAT_S
 
     def _signal(self, signum):
+        if self.pid is None:  # reaped: its pid may be another process's by now
+            return
         try:
             os.kill(self.pid, signum)
         except OSError:
@@ -877,6 +879,45 @@ def _start_worker(max_bytes):
     return pid, requests_w, answers_r
 
 
+def _program_names(link, wanted, entry_point):
+    """The program's values for the names the tests use, as the tests may see them.
+
+    Only names asked for count, whatever the worker answers. A name of a library module (``math``,
+    ``sys``) is the checker's own import of it, whatever the program bound to it, and so is a module
+    the program imported under another name where the checker can import it too. A builtin's name stays
+    the builtin, unless it is the only name of the program's that the tests use (MBPP's ``sum``): then it
+    is the function under test, not a tool of the tests.
+    """
+    found = link.ask("names", tuple(sorted(wanted)))
+    if type(found) is not dict or not all(
+        type(name) is str
+        and name in wanted
+        and type(entry) is tuple
+        and ((len(entry) == 2 and entry[0] == "value") or (len(entry) == 3 and entry[0] == "module"))
+        for name, entry in found.items()
+    ):
+        raise link._broken("a names answer of the wrong shape")
+    builtin_named = {name for name in found if hasattr(builtins, name)}
+    only_one = len(builtin_named) == 1 == len(found)
+    allowed = {entry_point} if entry_point else builtin_named if only_one else set()
+    values = {}
+    for name, entry in found.items():
+        if hasattr(builtins, name) and name not in allowed:
+            continue
+        modules = [name] if name in sys.stdlib_module_names else []
+        if entry[0] == "module" and type(entry[1]) is str:
+            modules.append(entry[1])
+        values[name] = entry[-1]
+        for module in modules:
+            try:
+                __import__(module)
+                values[name] = sys.modules[module]
+                break
+            except BaseException:
+                pass
+    return values
+
+
 def _code_names(code, names):
     """Every name a code object (and the code nested in it) refers to: globals and attribute names."""
     names.update(code.co_names)
@@ -994,21 +1035,8 @@ def main():
         scope = {"__name__": _SCOPE_NAME, "__builtins__": builtins}
 
         def bind():
-            found = link.ask("names", tuple(sorted(wanted)))
-            own = [n for n, entry in found.items() if entry[0] != "module" and not hasattr(builtins, n)]
-            for name, entry in found.items():
-                # A builtin's name stays the builtin unless the tests call nothing else of the program's
-                # (MBPP's `sum`): then it is the function under test, not a tool of the tests.
-                if hasattr(builtins, name) and name != entry_point and (own or entry_point):
-                    continue
-                if entry[0] == "module":
-                    try:
-                        __import__(entry[1])
-                        scope[name] = sys.modules[entry[1]]
-                        continue
-                    except BaseException:
-                        pass
-                scope[name] = entry[-1]
+            for name, value in _program_names(link, wanted, entry_point).items():
+                scope[name] = value
             exec(setup, scope)
 
         status, detail, _, _, _ = guarded(bind)

@@ -234,6 +234,59 @@ async def test_a_program_cannot_forge_a_verdict(sandbox: Sandbox, tests: AssertT
     assert report.passed == 0 and report.reward() == 0.0, [(c.status, c.detail) for c in report.cases]
 
 
+# The program rewrites the worker (it is the program's process) so that its answer to the checker's
+# name lookup binds what it likes: the tests' builtins, names they did not ask for, fake modules.
+REWIRED = """
+import __main__
+honest = __main__._serve
+def serve(request, namespace):
+    answer = honest(request, namespace)
+    if request[0] == "names":
+        answer[1].update(EXTRA)
+    return answer
+__main__._serve = serve
+def always_zero(*args, **kwargs):
+    return 0.0
+def area(r):
+    return 1.0
+"""
+# (extra names in the answer, why)
+REWIRINGS = [
+    ('{"abs": ("value", always_zero)}', "the tests' abs"),
+    ('{"abs": ("value", always_zero), "area": ("module", "no_such_module", area)}', "abs, hiding area as a module"),
+    ('{"__builtins__": ("value", {"abs": always_zero})}', "the tests' __builtins__"),
+    ('{"math": ("value", type("M", (), {"isclose": staticmethod(lambda *a, **k: True)})())}', "a fake math"),
+    ('{"math": ("module", "no_such_module", type("M", (), {"isclose": always_zero})())}', "math as another module"),
+]
+
+
+@pytest.mark.parametrize(("extra", "why"), REWIRINGS, ids=[w for _, w in REWIRINGS])
+async def test_a_rewired_worker_cannot_rebind_what_the_tests_use(sandbox: Sandbox, extra: str, why: str) -> None:
+    tests = AssertTests(
+        test_list=("assert abs(area(1) - 3.14159) < 1e-4", "assert math.isclose(area(2), 12.566, rel_tol=1e-3)")
+    )
+    code = REWIRED.replace("honest = ", f"EXTRA = {extra}\nhonest = ") + "import math\n"
+    report = await run_tests(sandbox, "python", code, tests)
+    assert report.passed == 0, (why, [(c.status, c.detail) for c in report.cases])
+
+
+async def test_a_program_cannot_stand_in_for_a_library_module(sandbox: Sandbox) -> None:
+    # MBPP's tests use the modules the program imported (`sys`, `math`): they get the real ones.
+    code = "class FakeMath:\n    def isclose(self, *a, **k):\n        return True\nmath = FakeMath()\n"
+    code += "def area(r):\n    return 1.0\n"
+    report = await run_tests(sandbox, "python", code, AssertTests(test_list=("assert math.isclose(area(2), 12.566)",)))
+    assert report.status is Status.WRONG_ANSWER, [(c.status, c.detail) for c in report.cases]
+
+
+async def test_only_a_lone_builtin_named_function_is_the_programs(sandbox: Sandbox) -> None:
+    # `sum` alone is the function under test (MBPP 126); beside `sorted` it is the builtin again.
+    code = "def sum(xs):\n    return [1, 2]\ndef sorted(xs):\n    return [1, 2]\n"
+    alone = await run_tests(sandbox, "python", code, AssertTests(test_list=("assert sum([2, 1]) == [1, 2]",)))
+    both = await run_tests(sandbox, "python", code, AssertTests(test_list=("assert sorted(sum([5])) == [1, 2]",)))
+    assert alone.status is Status.PASSED, [(c.status, c.detail) for c in alone.cases]
+    assert both.passed == 0, [(c.status, c.detail) for c in both.cases]
+
+
 @pytest.mark.parametrize("tests", [PLANTED_TESTS, PLANTED_HE], ids=["mbpp", "humaneval"])
 async def test_test_code_never_imports_what_the_program_wrote(sandbox: Sandbox, tests: AssertTests) -> None:
     report = await run_tests(sandbox, "python", PLANTED_MODULE, tests)
