@@ -274,7 +274,7 @@ def _json(value, depth=0):
             parts.append(_json(k) + ":" + _json(v, depth + 1))
         return "{" + ",".join(parts) + "}"
     if t is _Remote:
-        raise _NotJSON("an object of the program's own class")
+        raise _NotJSON("an object that is not plain data")
     raise _NotJSON(f"a {t.__name__}")
 
 
@@ -992,9 +992,9 @@ def main():
             index=index,
             status=status,
             detail=detail,
-            time_s=elapsed,
-            cpu_s=cpu,
-            cpu_wait_s=wait,
+            time_s=round(elapsed, 6),
+            cpu_s=round(cpu, 6),
+            cpu_wait_s=round(wait, 6),
             memory_mb=link.peak_mb(),
         )
 
