@@ -97,10 +97,6 @@ class _GraderFault(Exception):
     """The tests, not the program, are broken (e.g. no ``check`` function for an ``entry_point``)."""
 
 
-class _ProtocolError(Exception):
-    """The worker sent something that is not an answer."""
-
-
 # ---------------------------------------------------------------------------------------- wire format
 # A value is text: N T F | i<hex>; | f<float.hex>; | c<hex>;<hex>; | s<len>:<chars> | b<len>:<latin-1> |
 # a<len>:<latin-1> (bytearray) | l t S Z (list, tuple, set, frozenset) <count>: items | d<count>: keys and
