@@ -1,0 +1,110 @@
+"""Tiny causal LMs and tokenizers built from scratch, for tests, the CPU example and benchmarks.
+
+Nothing is downloaded: the tokenizer is a byte-level BPE trained on text the caller gives (digits split one by
+one, which helps arithmetic), and the model is a randomly initialised Qwen2 or Llama built from a config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+EOS_TOKEN = "<|endoftext|>"
+
+
+def build_tokenizer(
+    corpus: Iterable[str],
+    *,
+    vocab_size: int = 512,
+    extra_tokens: Sequence[str] = (),
+    chat_template: str | None = None,
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer on ``corpus`` and wrap it for ``transformers``.
+
+    Decoding is lossless (byte-level), numbers are split into single digits, ``<|endoftext|>`` is both EOS and
+    padding, and ``extra_tokens`` (e.g. ``<think>``) become single, non-special tokens so that
+    ``decode(..., skip_special_tokens=True)`` keeps them in the completion text.
+
+    Args:
+        corpus: training text.
+        vocab_size: target BPE vocabulary size (the 256 byte symbols and the EOS included).
+        extra_tokens: whole tokens to add after training.
+        chat_template: a Jinja chat template to attach, or ``None`` for plain-text prompts.
+    """
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus, trainer)
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN)
+    if extra_tokens:
+        hf.add_tokens(list(extra_tokens))
+    if chat_template is not None:
+        hf.chat_template = chat_template
+    return hf
+
+
+def build_tiny_model(
+    tokenizer: PreTrainedTokenizerFast,
+    *,
+    architecture: Literal["qwen2", "llama"] = "qwen2",
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    intermediate_size: int | None = None,
+    max_position_embeddings: int = 512,
+    seed: int = 0,
+) -> PreTrainedModel:
+    """A randomly initialised causal LM sized for CPU tests (about 1M parameters with the defaults).
+
+    Args:
+        tokenizer: sets the vocabulary size and the EOS/pad ids of the model and its generation config.
+        architecture: ``qwen2`` or ``llama``.
+        hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size: the transformer's shape
+            (``intermediate_size`` defaults to ``4 * hidden_size``).
+        max_position_embeddings: longest prompt + completion in tokens.
+        seed: initialisation seed (the global RNG is left as it was).
+    """
+    common = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": hidden_size,
+        "intermediate_size": intermediate_size or 4 * hidden_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_key_value_heads": num_kv_heads,
+        "max_position_embeddings": max_position_embeddings,
+        "tie_word_embeddings": True,
+        "bos_token_id": tokenizer.eos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        if architecture == "qwen2":
+            model: PreTrainedModel = Qwen2ForCausalLM(Qwen2Config(**common))
+        elif architecture == "llama":
+            model = LlamaForCausalLM(LlamaConfig(**common))
+        else:
+            raise ValueError(f"architecture must be 'qwen2' or 'llama', got {architecture!r}")
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
