@@ -96,6 +96,8 @@ class GRPOConfig:
     """Micro-batches per optimizer step; the step's completions are split evenly between them."""
     rollout_chunk_prompts: int | None = None
     """Prompts per ``generate`` call; each finished chunk is scored while the next generates (None: a quarter)."""
+    overlap_scoring: bool = True
+    """Score each chunk while the next one generates; False waits for each chunk's rewards first (a baseline)."""
 
     # ------------------------------------------------------------------ generation
     max_prompt_length: int | None = 512

@@ -284,6 +284,8 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
                 )
                 futures.append(scorer.submit(items))
                 chunks.append(chunk)
+                if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
+                    timer.add("reward_wait", scorer.wait(futures[-1:])[1])
             batch = RolloutBatch.concat(chunks, backend.pad_token_id)  # (N = B * G rows)
             group_ids = batch.prompt_index  # (N,) explicit group ids: prompt i of this step is group i
 
