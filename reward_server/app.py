@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
@@ -14,13 +14,11 @@ from fastapi.responses import JSONResponse
 
 from reward_server import __version__
 from reward_server.metrics import Metrics
-from reward_server.routers import health
+from reward_server.routers import health, math, rewards
+from reward_server.runtime import scoring_runtime
 from reward_server.settings import Settings
-from reward_server.workers import WorkerPool
 
 logger = logging.getLogger("reward_server")
-
-MATH_HANDLER = "reward_server.verifiers.math:verify_payload"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -34,22 +32,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = WorkerPool(
-            MATH_HANDLER,
-            settings.math_workers,
-            name="math",
-            init_kwargs={"cache_size": settings.math_cache_size},
-            on_restart=lambda reason: metrics.worker_restarts.labels("math", reason).inc(),
-            grace_s=0.25,
-        )
-        app.state.math_pool = pool
-        await pool.start(timeout_s=settings.worker_start_timeout_s)
-        metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
-        logger.info("math pool ready: %d workers", settings.math_workers)
-        try:
+        async with scoring_runtime(settings, metrics) as scoring:
+            app.state.math_pool = scoring.math_pool
+            app.state.scoring = scoring
             yield
-        finally:
-            await pool.close()
+        app.state.scoring = None
 
     app = FastAPI(
         title="rlvr reward server",
@@ -64,9 +51,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.math_pool = None
+    app.state.scoring = None
 
     @app.middleware("http")
-    async def record_metrics(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def record_metrics(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         start = time.perf_counter()
         response: Response = await call_next(request)
         route = request.scope.get("route")
@@ -88,4 +76,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
     app.include_router(health.router)
+    app.include_router(math.router)
+    app.include_router(rewards.router)
     return app

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 
 from reward_server.metrics import Metrics
+from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.workers import WorkerPool
 
@@ -28,6 +29,14 @@ def get_math_pool(request: Request) -> WorkerPool:
     return pool
 
 
+def get_scoring(request: Request) -> ScoringContext:
+    scoring: ScoringContext | None = getattr(request.app.state, "scoring", None)
+    if scoring is None or not scoring.math_pool.ready:
+        raise HTTPException(status_code=503, detail="workers are not ready yet", headers={"Retry-After": "1"})
+    return scoring
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]
+ScoringDep = Annotated[ScoringContext, Depends(get_scoring)]

@@ -23,6 +23,9 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Interface to bind.")
     port: int = Field(8000, ge=0, le=65535, description="TCP port to bind (0 picks a free one).")
+    http_workers: int = Field(
+        1, ge=1, le=64, description="uvicorn worker processes; each runs its own math pool of `math_workers`."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     # Math verification pool.

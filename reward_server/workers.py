@@ -160,6 +160,8 @@ class WorkerPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._all_ready = asyncio.Event()
+        self._startup_failures = 0
+        self._broken: str | None = None
         self.restarts = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -169,6 +171,7 @@ class WorkerPool:
 
         Raises:
             TimeoutError: not all workers were ready within ``timeout_s``.
+            RuntimeError: a worker died before it was ready (a broken handler module, say).
         """
         self._loop = asyncio.get_running_loop()
         module_name = self.handler.partition(":")[0]
@@ -176,11 +179,15 @@ class WorkerPool:
         for i in range(self.num_workers):
             self._workers.append(self._spawn(i))
         await asyncio.wait_for(self._all_ready.wait(), timeout_s)
+        if self._broken:
+            await self.close()
+            raise RuntimeError(f"worker pool {self.name!r} cannot start: {self._broken}")
 
     @property
     def ready(self) -> bool:
-        """True once every worker has started at least once (replacements do not reset it)."""
-        return self._all_ready.is_set() and not self._closed
+        """True once every worker has started at least once (replacements do not reset it), until the pool
+        is closed or its workers can no longer start."""
+        return self._all_ready.is_set() and not self._closed and self._broken is None
 
     @property
     def alive(self) -> int:
@@ -218,6 +225,8 @@ class WorkerPool:
         """
         if self._closed or self._loop is None:
             raise RuntimeError(f"worker pool {self.name!r} is not running")
+        if self._broken:
+            return TaskOutcome(TaskStatus.CRASHED, detail=f"workers cannot start: {self._broken}")
         future: asyncio.Future[TaskOutcome] = self._loop.create_future()
         self._pending.append(_Task(payload, timeout_s, affinity_key, future, next(self._ids)))
         self._dispatch()
@@ -275,8 +284,13 @@ class WorkerPool:
         try:
             message = worker.conn.recv()
         except (EOFError, OSError):
+            if not worker.ready:
+                self._on_startup_failure(worker)
+                return
             task = worker.task
             if task is not None:
+                # The pipe closes as the process exits; a short join reads its exit code (crashes only).
+                worker.process.join(0.05)
                 code = worker.process.exitcode
                 self._finish(worker, TaskOutcome(TaskStatus.CRASHED, detail=f"worker died (exit code {code})"))
             self._replace(worker, "crash")
@@ -284,6 +298,7 @@ class WorkerPool:
             return
         if message[0] == "ready":
             worker.ready = True
+            self._startup_failures = 0
             if all(w.ready for w in self._workers):
                 self._all_ready.set()
             self._dispatch()
@@ -299,6 +314,24 @@ class WorkerPool:
             outcome = TaskOutcome(TaskStatus.CRASHED, detail=str(value), run_s=run_s)
         self._finish(worker, outcome)
         self._dispatch()
+
+    def _on_startup_failure(self, worker: _Worker) -> None:
+        """A worker died before loading its handler. Retry a few times, then declare the pool broken
+        rather than respawn forever (a handler that cannot import would otherwise fork without end)."""
+        worker.process.join(0.05)
+        self._startup_failures += 1
+        reason = f"worker exited with code {worker.process.exitcode} before it was ready"
+        if self._startup_failures >= 3 or not self._all_ready.is_set():
+            self._broken = reason
+            self._detach(worker)
+            logger.error("%s pool broken: %s", self.name, reason)
+            while self._pending:
+                task = self._pending.popleft()
+                if not task.future.done():
+                    task.future.set_result(TaskOutcome(TaskStatus.CRASHED, detail=f"workers cannot start: {reason}"))
+            self._all_ready.set()  # wake start(), which raises
+            return
+        self._replace(worker, "crash")
 
     def _finish(self, worker: _Worker, outcome: TaskOutcome) -> None:
         task = worker.task

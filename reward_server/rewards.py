@@ -1,0 +1,326 @@
+"""Composition: named components with weights -> one reward per item, with every component's outcome.
+
+A request (or an item) names components, e.g. ``{"accuracy": 1.0, "format": {"weight": 0.5, ...}}``, or a
+preset (``r1_zero``, ``r1``). Each component returns a :class:`~reward_server.verifiers.base.ComponentScore`;
+the item's reward is the weighted sum, or ``None`` when a weighted component could not be scored (its
+status then becomes the item's status). ``accuracy`` dispatches on the item's task: math items go to the
+worker pool under a per-item deadline.
+
+This module has no FastAPI in it: routers and the offline ``score`` command both call :func:`score_batch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from reward_server.metrics import Metrics
+from reward_server.schemas.math import MathOptionsModel
+from reward_server.schemas.rewards import ComponentResult, ComponentSpec, RewardItem, RewardResult
+from reward_server.verifiers.base import ComponentScore
+from reward_server.verifiers.math import MathStatus, MathVerdict
+from reward_server.workers import TaskStatus, WorkerPool
+
+# ============================================================================ context
+
+
+@dataclass
+class ScoringContext:
+    """What scoring needs from the running service: pools, limits and metrics.
+
+    Attributes:
+        math_pool: the worker pool that runs ``reward_server.verifiers.math:verify_payload``.
+        math_timeout_s: default per-item limit; ``math_max_timeout_s`` caps a request's ``timeout_s``.
+        sandbox: the code sandbox, or ``None`` where code execution is unavailable.
+        extras: late-bound services that components look up by name.
+    """
+
+    math_pool: WorkerPool
+    math_timeout_s: float = 5.0
+    math_max_timeout_s: float = 30.0
+    metrics: Metrics | None = None
+    sandbox: Any = None
+    sandbox_unavailable: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+async def run_math(
+    ctx: ScoringContext, response: str, ground_truth: str, options: MathOptionsModel | None = None
+) -> MathVerdict:
+    """Verify one math response on the pool, under its deadline; a hang is ``timeout``, a crash ``error``."""
+    options = options or MathOptionsModel()
+    timeout_s = min(options.timeout_s or ctx.math_timeout_s, ctx.math_max_timeout_s)
+    payload = {
+        "response": response,
+        "ground_truth": ground_truth,
+        "options": options.model_dump(exclude={"timeout_s"}),
+        "timeout_s": timeout_s,
+    }
+    outcome = await ctx.math_pool.submit(payload, timeout_s=timeout_s, affinity_key=ground_truth)
+    if outcome.status is TaskStatus.OK:
+        v = outcome.value
+        return MathVerdict(
+            MathStatus(v["status"]), v["correct"], v["extracted_answer"], v["ground_truth_parsed"], v["detail"]
+        )
+    if outcome.status is TaskStatus.TIMEOUT:
+        return MathVerdict(MathStatus.TIMEOUT, None, detail=outcome.detail)
+    return MathVerdict(MathStatus.ERROR, None, detail=outcome.detail)
+
+
+# ============================================================================ components
+
+
+class AccuracyParams(BaseModel):
+    """Parameters of the ``accuracy`` component (beside ``weight``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    math: MathOptionsModel | None = Field(None, description="Math verification options.")
+
+
+@dataclass(frozen=True)
+class ItemContext:
+    """What a component sees of the item it scores."""
+
+    item: RewardItem
+    ctx: ScoringContext
+    done: Mapping[str, ComponentScore]
+
+
+ComponentFn = Callable[[ItemContext, Any], Awaitable[ComponentScore]]
+
+
+@dataclass(frozen=True)
+class Component:
+    """A named reward component.
+
+    Attributes:
+        params: pydantic model of its parameters (``extra="forbid"``); ``weight`` is handled by the composer.
+        run: ``async (item_context, params) -> ComponentScore``.
+        needs: components whose results it reads (``cosine`` reads ``accuracy``); they run first.
+    """
+
+    name: str
+    description: str
+    params: type[BaseModel]
+    run: ComponentFn
+    needs: tuple[str, ...] = ()
+
+
+async def _accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentScore:
+    item = ic.item
+    if item.task == "math":
+        assert item.ground_truth is not None  # enforced when the batch is validated
+        v = await run_math(ic.ctx, item.response, item.ground_truth, params.math)
+        info: dict[str, Any] = {"extracted_answer": v.extracted_answer, "ground_truth_parsed": v.ground_truth_parsed}
+        if v.correct is not None:
+            info["correct"] = v.correct
+        return ComponentScore(v.reward, str(v.status), v.detail, info)
+    return await _code_accuracy(ic, params)
+
+
+async def _code_accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentScore:
+    return ComponentScore(
+        None, "sandbox_error", ic.ctx.sandbox_unavailable or "code execution is not available on this server"
+    )
+
+
+REGISTRY: dict[str, Component] = {
+    "accuracy": Component(
+        "accuracy",
+        "Is the answer right? Math: final-answer equivalence (1/0). Code: share of tests passed.",
+        AccuracyParams,
+        _accuracy,
+    ),
+}
+
+PRESETS: dict[str, dict[str, float]] = {
+    # DeepSeek-R1-Zero: accuracy + format rewards (arXiv 2501.12948, section 2.2.2).
+    "r1_zero": {"accuracy": 1.0, "format": 1.0},
+    # DeepSeek-R1 adds the language-consistency reward, summed with accuracy (section 2.3.2).
+    "r1": {"accuracy": 1.0, "format": 1.0, "language": 1.0},
+}
+
+DEFAULT_COMPONENTS: dict[str, float] = {"accuracy": 1.0}
+
+
+# ============================================================================ resolution
+
+
+class ComponentSpecError(ValueError):
+    """A component name, preset or parameter is invalid. ``loc`` is the path inside the item/request."""
+
+    def __init__(self, loc: tuple[str | int, ...], msg: str) -> None:
+        super().__init__(msg)
+        self.loc = loc
+        self.msg = msg
+
+
+@dataclass(frozen=True)
+class ResolvedComponent:
+    component: Component
+    weight: float
+    params: BaseModel
+
+
+def available_presets() -> dict[str, dict[str, float]]:
+    """Presets whose components are all registered on this server."""
+    return {k: v for k, v in PRESETS.items() if all(name in REGISTRY for name in v)}
+
+
+def _check_preset(name: str, loc: tuple[str | int, ...]) -> dict[str, float]:
+    if name not in PRESETS:
+        raise ComponentSpecError(loc, f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
+    return PRESETS[name]
+
+
+def resolve_components(
+    item_components: Mapping[str, ComponentSpec] | None,
+    item_preset: str | None,
+    request_components: Mapping[str, ComponentSpec] | None = None,
+    request_preset: str | None = None,
+    *,
+    item_loc: tuple[str | int, ...] = (),
+) -> list[ResolvedComponent]:
+    """Merge preset and explicit components (item over request, explicit over preset) and validate them.
+
+    ``item_loc`` prefixes the ``loc`` of errors in the item's own fields (e.g. ``("items", 3)``); errors in
+    the request's fields have a ``loc`` from the request root.
+
+    Raises:
+        ComponentSpecError: an unknown component or preset (the message lists the valid names), a bad
+            weight, or a bad parameter (the message names it).
+    """
+    specs: dict[str, tuple[ComponentSpec, tuple[str | int, ...]]] = {}
+    for preset, loc in ((request_preset, ("preset",)), (item_preset, (*item_loc, "preset"))):
+        if preset:
+            for name, weight in _check_preset(preset, loc).items():
+                specs[name] = (weight, loc)
+    for comps, base in ((request_components, ()), (item_components, item_loc)):
+        for name, spec in (comps or {}).items():
+            prev = specs.get(name)
+            if isinstance(spec, dict) and "weight" not in spec and prev is not None and isinstance(prev[0], float):
+                spec = {"weight": prev[0], **spec}  # parameters without a weight keep the preset's weight
+            specs[name] = (spec, (*base, "components", name))
+    if not specs:
+        specs = {name: (w, ("components", name)) for name, w in DEFAULT_COMPONENTS.items()}
+
+    resolved = []
+    for name, (spec, loc) in specs.items():
+        component = REGISTRY.get(name)
+        if component is None:
+            raise ComponentSpecError(
+                loc, f"unknown component {name!r}; valid components: {', '.join(sorted(REGISTRY))}"
+            )
+        if isinstance(spec, bool) or not isinstance(spec, int | float | dict):
+            raise ComponentSpecError(loc, "a component is a weight (number) or an object {'weight': w, ...params}")
+        raw = {"weight": float(spec)} if isinstance(spec, int | float) else dict(spec)
+        weight = raw.pop("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight != weight:
+            raise ComponentSpecError((*loc, "weight"), "weight must be a finite number")
+        try:
+            params = component.params.model_validate(raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            path = ".".join(str(p) for p in err["loc"])
+            raise ComponentSpecError((*loc, *err["loc"]), f"{name}.{path}: {err['msg']}") from exc
+        resolved.append(ResolvedComponent(component, float(weight), params))
+    return resolved
+
+
+# ============================================================================ scoring
+
+
+def _check_item(item: RewardItem, resolved: list[ResolvedComponent]) -> None:
+    names = {r.component.name for r in resolved}
+    if "accuracy" in names:
+        if item.task == "math" and item.ground_truth is None:
+            raise ComponentSpecError(("ground_truth",), "ground_truth is required for math items")
+        if item.task == "code" and item.tests is None:
+            raise ComponentSpecError(("tests",), "tests are required for code items")
+    for r in resolved:
+        for need in r.component.needs:
+            if need not in names:
+                raise ComponentSpecError(
+                    ("components", r.component.name), f"component {r.component.name!r} needs {need!r} as well"
+                )
+
+
+def validate_batch(
+    items: list[RewardItem],
+    request_components: Mapping[str, ComponentSpec] | None,
+    request_preset: str | None,
+) -> list[list[ResolvedComponent]]:
+    """Resolve every item's components before any work starts, so a bad item fails the request early.
+
+    Raises:
+        ComponentSpecError: with a ``loc`` from the request root, e.g. ``("items", 3, "components", "foo")``.
+    """
+    out = []
+    for i, item in enumerate(items):
+        resolved = resolve_components(
+            item.components, item.preset, request_components, request_preset, item_loc=("items", i)
+        )
+        try:
+            _check_item(item, resolved)
+        except ComponentSpecError as exc:
+            raise ComponentSpecError(("items", i, *exc.loc), exc.msg) from exc
+        out.append(resolved)
+    return out
+
+
+async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: ScoringContext) -> RewardResult:
+    """Run an item's components (independent ones concurrently) and combine them."""
+    start = time.perf_counter()
+    done: dict[str, ComponentScore] = {}
+    pending = list(resolved)
+    while pending:
+        ready = [r for r in pending if all(n in done for n in r.component.needs)]
+        ic = ItemContext(item, ctx, dict(done))
+        scores = await asyncio.gather(*(r.component.run(ic, r.params) for r in ready))
+        for r, s in zip(ready, scores, strict=True):
+            done[r.component.name] = s
+        pending = [r for r in pending if r not in ready]
+
+    components: dict[str, ComponentResult] = {}
+    reward: float | None = 0.0
+    status = "ok"
+    for r in resolved:
+        s = done[r.component.name]
+        components[r.component.name] = ComponentResult(
+            score=s.score, weight=r.weight, status=s.status, detail=s.detail, info=s.info
+        )
+        if r.weight == 0:
+            continue
+        if s.score is None:
+            if reward is not None:
+                status = s.status
+            reward = None
+        elif reward is not None:
+            reward += r.weight * s.score
+        if ctx.metrics is not None:
+            ctx.metrics.verdicts.labels(r.component.name, s.status).inc()
+            if s.status == "timeout":
+                ctx.metrics.timeouts.labels(r.component.name).inc()
+    if ctx.metrics is not None:
+        ctx.metrics.items.labels(item.task).inc()
+        ctx.metrics.item_latency.labels("item").observe(time.perf_counter() - start)
+    return RewardResult(id=item.id, reward=reward, status=status, components=components)
+
+
+async def score_batch(
+    items: list[RewardItem],
+    resolved: list[list[ResolvedComponent]],
+    ctx: ScoringContext,
+) -> list[RewardResult]:
+    """Score a validated batch; results in item order, exactly one per item.
+
+    All items are submitted at once: math items spread over the pool's workers (a group's reference is
+    parsed once, on the worker that holds it), code items over the sandbox pool.
+    """
+    return list(await asyncio.gather(*(score_item(it, rc, ctx) for it, rc in zip(items, resolved, strict=True))))

@@ -1,0 +1,52 @@
+"""Start and stop what scoring needs (worker pools, sandbox) for the server and the offline ``score`` command."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from reward_server.metrics import Metrics
+from reward_server.rewards import ScoringContext
+from reward_server.settings import Settings
+from reward_server.workers import WorkerPool
+
+logger = logging.getLogger("reward_server")
+
+MATH_HANDLER = "reward_server.verifiers.math:verify_payload"
+
+
+@asynccontextmanager
+async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) -> AsyncIterator[ScoringContext]:
+    """Start the math worker pool, yield a ready :class:`ScoringContext`, and stop everything on exit.
+
+    Raises:
+        TimeoutError: the workers did not start within ``settings.worker_start_timeout_s``.
+    """
+
+    def on_restart(reason: str) -> None:
+        if metrics is not None:
+            metrics.worker_restarts.labels("math", reason).inc()
+
+    pool = WorkerPool(
+        MATH_HANDLER,
+        settings.math_workers,
+        name="math",
+        init_kwargs={"cache_size": settings.math_cache_size},
+        on_restart=on_restart,
+        # Past the soft in-worker deadline, give the worker a moment to report before killing it.
+        grace_s=0.25,
+    )
+    try:
+        await pool.start(timeout_s=settings.worker_start_timeout_s)
+        if metrics is not None:
+            metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
+        logger.info("math pool ready: %d workers", settings.math_workers)
+        yield ScoringContext(
+            math_pool=pool,
+            math_timeout_s=settings.math_timeout_s,
+            math_max_timeout_s=settings.math_max_timeout_s,
+            metrics=metrics,
+        )
+    finally:
+        await pool.close()

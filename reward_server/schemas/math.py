@@ -1,0 +1,80 @@
+"""Schemas of ``POST /v1/math/verify``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reward_server.verifiers.math import MathOptions, MathStatus
+
+_EXAMPLE_RESPONSE = "<think>7 * 6 = 42</think>\nThe answer is $\\boxed{42}$."
+
+
+class MathOptionsModel(BaseModel):
+    """Per-request math verification options. Unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fallback: bool = Field(
+        True,
+        description="When the response has no \\boxed{}, <answer> tag or 'answer is' line, take its last number "
+        "or LaTeX span as the answer.",
+    )
+    strict: bool = Field(True, description="Variables matter (x+1 differs from y+1).")
+    rel_tol: float = Field(
+        1e-6, ge=0, lt=1, description="Relative tolerance when an exact reference meets a decimal answer."
+    )
+    timeout_s: float | None = Field(
+        None, gt=0, description="Wall-clock limit for this item (capped by the server's maximum)."
+    )
+
+    def to_options(self) -> MathOptions:
+        return MathOptions(fallback=self.fallback, strict=self.strict, rel_tol=self.rel_tol)
+
+
+class MathVerifyRequest(BaseModel):
+    """One response and its reference answer."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"response": _EXAMPLE_RESPONSE, "ground_truth": "42"},
+                {"response": "So x = 2 2/3.", "ground_truth": "\\frac{8}{3}", "options": {"fallback": True}},
+            ]
+        },
+    )
+
+    response: str = Field(description="The completion (the model's output).")
+    ground_truth: str = Field(
+        description="The reference: bare (`42`), in `$...$`, in `\\boxed{}`, or a GSM8K solution ending in `#### 42`."
+    )
+    options: MathOptionsModel | None = Field(None, description="Verification options.")
+
+
+class MathVerifyResponse(BaseModel):
+    """The verdict. `correct` and `reward` are null when no verdict could be reached."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "correct": True,
+                    "reward": 1.0,
+                    "status": "ok",
+                    "extracted_answer": "42",
+                    "ground_truth_parsed": "42",
+                    "detail": None,
+                }
+            ]
+        }
+    )
+
+    correct: bool | None = Field(description="Is the final answer equal to the reference? null if unknown.")
+    reward: float | None = Field(description="1.0 correct, 0.0 wrong or unanswered, null if no verdict.")
+    status: MathStatus = Field(
+        description="`ok`: a verdict. `no_answer`: no final answer (correct=false). `invalid_ground_truth`: the "
+        "reference has no value; do not train on it. `timeout`/`error`: no verdict."
+    )
+    extracted_answer: str | None = Field(description="The final answer found in the response.")
+    ground_truth_parsed: str | None = Field(description="The reference's answer as understood.")
+    detail: str | None = Field(None, description="Why, when the verdict is not a plain yes/no.")

@@ -1,0 +1,115 @@
+"""Schemas of ``POST /v1/rewards``: whole groups of completions in, one reward per completion out."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ComponentSpec = float | dict[str, Any]
+
+_EXAMPLE_REQUEST: dict[str, Any] = {
+    "items": [
+        {
+            "id": "q17-0",
+            "task": "math",
+            "response": "<think>6 * 7 = 42</think>\nThe answer is $\\boxed{42}$.",
+            "ground_truth": "42",
+        },
+        {
+            "id": "q17-1",
+            "task": "math",
+            "response": "<think>6 + 7 = 13</think>\nThe answer is $\\boxed{13}$.",
+            "ground_truth": "42",
+        },
+    ],
+    "components": {"accuracy": 1.0},
+}
+
+
+class RewardItem(BaseModel):
+    """One completion to score. Extra fields are rejected, so a typo never passes silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256, description="Your id for this completion; echoed back.")
+    task: Literal["math", "code"] = Field("math", description="What the `accuracy` component checks.")
+    response: str = Field(description="The completion text.")
+    ground_truth: str | None = Field(None, description="Reference answer (required for `task: math`).")
+    tests: dict[str, Any] | None = Field(None, description="Test cases (required for `task: code`).")
+    prompt: str | None = Field(None, description="The prompt; used to detect the target language if none is given.")
+    language: str | None = Field(
+        None, max_length=16, description="Target language of the reasoning (ISO 639-1), for `language`."
+    )
+    num_tokens: int | None = Field(
+        None, ge=0, description="Completion length in tokens (for `overlong`/`cosine`); characters are used if absent."
+    )
+    group_id: str | None = Field(None, max_length=256, description="The group (prompt) this completion belongs to.")
+    components: dict[str, ComponentSpec] | None = Field(
+        None,
+        description="Component name -> weight, or -> {'weight': w, ...params}. Overrides the request's "
+        "`components` and the preset's weights, name by name.",
+    )
+    preset: str | None = Field(None, description="A named set of components (`r1_zero`, `r1`).")
+
+
+class RewardsRequest(BaseModel):
+    """A batch, usually whole groups. Results come back in the same order, one per item."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_EXAMPLE_REQUEST]})
+
+    items: list[RewardItem] = Field(description="The completions to score.")
+    components: dict[str, ComponentSpec] | None = Field(
+        None, description="Default components for every item (default: {'accuracy': 1.0})."
+    )
+    preset: str | None = Field(None, description="Default preset for every item.")
+
+
+class ComponentResult(BaseModel):
+    """One component's outcome for one item."""
+
+    score: float | None = Field(description="The component's score, or null if it could not be scored.")
+    weight: float = Field(description="Its weight in the item's reward.")
+    status: str = Field(description="`ok`, or why the score is what it is (e.g. `no_answer`, `timeout`).")
+    detail: str | None = Field(None, description="A human-readable explanation.")
+    info: dict[str, Any] = Field(default_factory=dict, description="Debugging facts (extracted answer ...).")
+
+
+class RewardResult(BaseModel):
+    """The reward of one item: the weighted sum of its components, or null with the reason."""
+
+    id: str
+    reward: float | None = Field(description="Weighted sum of component scores; null if any could not be scored.")
+    status: str = Field(description="`ok` when `reward` is a number, else the failing component's status.")
+    components: dict[str, ComponentResult]
+
+
+class RewardsResponse(BaseModel):
+    """One result per item, in request order."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {
+                            "id": "q17-0",
+                            "reward": 1.0,
+                            "status": "ok",
+                            "components": {
+                                "accuracy": {
+                                    "score": 1.0,
+                                    "weight": 1.0,
+                                    "status": "ok",
+                                    "detail": None,
+                                    "info": {"extracted_answer": "42", "ground_truth_parsed": "42"},
+                                }
+                            },
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
+    results: list[RewardResult]

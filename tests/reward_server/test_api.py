@@ -1,0 +1,176 @@
+"""The HTTP contract, in process (TestClient): health, math, the batch endpoint, errors and limits."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from reward_server.app import create_app
+from reward_server.settings import Settings
+from tests.conftest import cases_dir
+
+HANG = "\\boxed{10^{10^{10^{10}}}}"
+
+
+@pytest.fixture(scope="module")
+def client():
+    settings = Settings(math_workers=2, math_timeout_s=2.0, max_batch_items=64, max_response_chars=10_000)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def test_health_ready_metrics(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+    client.post("/v1/math/verify", json={"response": "\\boxed{1}", "ground_truth": "1"})
+    text = client.get("/metrics").text
+    assert 'rlvr_workers_alive{pool="math"} 2.0' in text
+    assert 'rlvr_verdicts_total{component="accuracy",status="ok"}' in text
+    assert "rlvr_request_latency_seconds_bucket" in text
+
+
+def test_readyz_is_503_before_workers_start() -> None:
+    app = create_app(Settings(math_workers=1))
+    client = TestClient(app)  # no context manager: the lifespan (and its workers) never starts
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.json()["ready"] is False
+    r = client.post("/v1/math/verify", json={"response": "1", "ground_truth": "1"})
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+def test_math_verify(client: TestClient) -> None:
+    r = client.post("/v1/math/verify", json={"response": "So $x = 2\\frac{2}{3}$.", "ground_truth": "\\frac{8}{3}"})
+    assert r.status_code == 200
+    assert r.json() == {
+        "correct": True,
+        "reward": 1.0,
+        "status": "ok",
+        "extracted_answer": "2\\frac{2}{3}",
+        "ground_truth_parsed": "\\frac{8}{3}",
+        "detail": None,
+    }
+    r = client.post("/v1/math/verify", json={"response": "\\boxed{1}", "ground_truth": "The figure shows it."})
+    assert r.json()["status"] == "invalid_ground_truth" and r.json()["reward"] is None
+
+
+def test_batch_order_ids_and_components(client: TestClient) -> None:
+    items = [
+        {"id": f"g{i // 4}-{i % 4}", "response": f"The answer is \\boxed{{{i % 3}}}.", "ground_truth": "1"}
+        for i in range(16)
+    ]
+    items.append({"id": "unanswered", "response": "I give up.", "ground_truth": "1"})
+    r = client.post("/v1/rewards", json={"items": items})
+    assert r.status_code == 200
+    results = r.json()["results"]
+    assert [x["id"] for x in results] == [it["id"] for it in items]
+    assert [x["reward"] for x in results[:16]] == [1.0 if i % 3 == 1 else 0.0 for i in range(16)]
+    last = results[-1]
+    assert last["reward"] == 0.0 and last["status"] == "ok"
+    assert last["components"]["accuracy"]["status"] == "no_answer"
+    assert results[1]["components"]["accuracy"]["info"]["extracted_answer"] == "1"
+
+
+def test_invalid_ground_truth_is_null_not_zero(client: TestClient) -> None:
+    items = [{"id": "a", "response": "\\boxed{12}", "ground_truth": "See the worked solution above."}]
+    result = client.post("/v1/rewards", json={"items": items}).json()["results"][0]
+    assert result["reward"] is None and result["status"] == "invalid_ground_truth"
+
+
+def test_weights_and_unknown_component(client: TestClient) -> None:
+    item = {"id": "a", "response": "\\boxed{2}", "ground_truth": "2", "components": {"accuracy": 0.5}}
+    assert client.post("/v1/rewards", json={"items": [item]}).json()["results"][0]["reward"] == 0.5
+    item["components"] = {"accuracy": 1.0, "bogus": 1.0}
+    r = client.post("/v1/rewards", json={"items": [item]})
+    assert r.status_code == 422
+    err = r.json()["detail"][0]
+    assert err["loc"] == ["body", "items", 0, "components", "bogus"]
+    assert "valid components: accuracy" in err["msg"]
+    r = client.post("/v1/rewards", json={"items": [item | {"components": None}], "preset": "nope"})
+    assert r.status_code == 422 and "valid presets" in r.json()["detail"][0]["msg"]
+    bad_param = {"accuracy": {"weight": 1.0, "math": {"fallbak": True}}}
+    r = client.post("/v1/rewards", json={"items": [item | {"components": bad_param}]})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "items", 0, "components", "accuracy", "math", "fallbak"]
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({"items": [{"id": "a", "respons": "x", "ground_truth": "1"}]}, ["body", "items", 0, "response"]),
+        ({"items": [{"id": "", "response": "x", "ground_truth": "1"}]}, ["body", "items", 0, "id"]),
+        ({"items": [{"id": "a", "response": 5, "ground_truth": "1"}]}, ["body", "items", 0, "response"]),
+        ({"items": [{"id": "a", "response": "x", "task": "poetry"}]}, ["body", "items", 0, "task"]),
+        ({"items": [{"id": "a", "response": "x"}]}, ["body", "items", 0, "ground_truth"]),
+        ({"itemz": []}, ["body", "items"]),
+        (
+            {
+                "items": [
+                    {"id": "a", "response": "x", "ground_truth": "1"},
+                    {"id": "a", "response": "y", "ground_truth": "1"},
+                ]
+            },
+            ["body", "items", 1, "id"],
+        ),
+        ({"items": [{"id": "a", "response": "x" * 10_001, "ground_truth": "1"}]}, ["body", "items", 0, "response"]),
+    ],
+)
+def test_malformed_request_is_422_naming_the_field(client: TestClient, body: dict, loc: list) -> None:
+    r = client.post("/v1/rewards", json=body)
+    assert r.status_code == 422
+    assert loc in [e["loc"] for e in r.json()["detail"]]
+    assert "Traceback" not in r.text
+
+
+def test_not_json_is_422(client: TestClient) -> None:
+    r = client.post("/v1/rewards", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+
+
+def test_oversized_batch_is_413(client: TestClient) -> None:
+    items = [{"id": str(i), "response": "1", "ground_truth": "1"} for i in range(65)]
+    r = client.post("/v1/rewards", json={"items": items})
+    assert r.status_code == 413
+    assert "65 items exceed the limit of 64" in r.json()["detail"]
+
+
+def test_hang_times_out_then_next_request_succeeds(client: TestClient) -> None:
+    start = time.monotonic()
+    r = client.post("/v1/math/verify", json={"response": HANG, "ground_truth": "42"})
+    elapsed = time.monotonic() - start
+    assert r.status_code == 200
+    assert r.json()["status"] == "timeout" and r.json()["correct"] is None
+    assert elapsed < 2.0 + 1.5
+    r = client.post("/v1/math/verify", json={"response": "\\boxed{42}", "ground_truth": "42"})
+    assert r.json()["correct"] is True
+    assert 'rlvr_timeouts_total{component="accuracy"}' in client.get("/metrics").text
+
+
+def test_hang_in_a_batch_costs_only_that_item(client: TestClient) -> None:
+    items = [{"id": "hang", "response": HANG, "ground_truth": "42"}]
+    items += [{"id": str(i), "response": f"\\boxed{{{i}}}", "ground_truth": str(i)} for i in range(20)]
+    results = client.post("/v1/rewards", json={"items": items}).json()["results"]
+    assert results[0]["reward"] is None and results[0]["status"] == "timeout"
+    assert [r["reward"] for r in results[1:]] == [1.0] * 20
+
+
+def test_power_tower_case_within_its_time_limit(client: TestClient) -> None:
+    """math-009: the verdict comes back within the case's limit; a timeout counts as not equivalent."""
+    path = cases_dir() / "math.jsonl"
+    case = next(c for c in map(json.loads, path.read_text().splitlines()) if "time_limit_s" in c["expected"])
+    start = time.monotonic()
+    body = {"response": case["input"]["response"], "ground_truth": case["input"]["gold"]}
+    r = client.post("/v1/math/verify", json=body).json()
+    assert time.monotonic() - start < case["expected"]["time_limit_s"]
+    assert (r["correct"] is True) == case["expected"]["equivalent"]
+
+
+def test_openapi_documents_examples(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert {"/v1/rewards", "/v1/math/verify", "/healthz", "/readyz", "/metrics"} <= set(spec["paths"])
+    schemas = spec["components"]["schemas"]
+    assert schemas["RewardsRequest"]["examples"][0]["items"][0]["id"] == "q17-0"
+    assert client.get("/docs").status_code == 200

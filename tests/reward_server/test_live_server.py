@@ -1,0 +1,122 @@
+"""The server as users start it: ``python -m reward_server`` in a subprocess, on a free 127.0.0.1 port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, "RLVR_MATH_WORKERS": "2", "PYTHONPATH": str(REPO_ROOT), **(extra_env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {proc.stdout.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} not ready within {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def live_server() -> Iterator[str]:
+    port = free_port()
+    proc = start_server(port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_live_batch(live_server: str) -> None:
+    items = [
+        {"id": "a", "response": "<think>2+2</think> The answer is $\\boxed{4}$.", "ground_truth": "4"},
+        {"id": "b", "response": "The answer is 5.", "ground_truth": "#### 4"},
+        {"id": "c", "response": "\\boxed{10^{10^{10^{10}}}}", "ground_truth": "4"},
+    ]
+    r = httpx.post(f"{live_server}/v1/rewards", json={"items": items}, timeout=30)
+    assert r.status_code == 200
+    results = r.json()["results"]
+    assert [x["id"] for x in results] == ["a", "b", "c"]
+    assert [x["reward"] for x in results] == [1.0, 0.0, None]
+    assert results[2]["status"] == "timeout"
+    # The server is still healthy after the hang.
+    assert httpx.get(f"{live_server}/healthz").json() == {"status": "ok"}
+    r = httpx.post(f"{live_server}/v1/math/verify", json={"response": "\\boxed{4}", "ground_truth": "4"})
+    assert r.json()["correct"] is True
+
+
+def test_score_cli_offline_and_remote(live_server: str, tmp_path: Path) -> None:
+    src = tmp_path / "items.jsonl"
+    rows = [
+        {"response": "\\boxed{7}", "ground_truth": "7"},
+        {"id": "x", "response": "\\boxed{8}", "ground_truth": "7"},
+    ]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    env = {**os.environ, "RLVR_MATH_WORKERS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    outputs = []
+    for extra in ([], ["--url", live_server]):
+        out = tmp_path / f"out{len(outputs)}.jsonl"
+        subprocess.run(
+            [sys.executable, "-m", "reward_server", "score", str(src), "-o", str(out), *extra],
+            env=env,
+            cwd=REPO_ROOT,
+            check=True,
+            timeout=120,
+            capture_output=True,
+        )
+        outputs.append([json.loads(line) for line in out.read_text().splitlines()])
+    for results in outputs:
+        assert [(r["id"], r["reward"]) for r in results] == [("1", 1.0), ("x", 0.0)]
+
+
+def test_score_cli_rejects_bad_input(tmp_path: Path) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"response": "1"}\nnot json\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "reward_server", "score", str(src)],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "not JSON" in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr

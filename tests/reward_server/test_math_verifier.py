@@ -1,0 +1,264 @@
+"""The math verifier's policy, case by case: the shared peer-failure cases and variants of each kind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reward_server.verifiers.math import (
+    MathOptions,
+    MathStatus,
+    extract_final_answer,
+    parse_number,
+    parse_reference,
+    verify_math,
+)
+from tests.conftest import cases_dir, require_file
+
+
+def _math_cases() -> list[dict]:
+    path = cases_dir() / "math.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+_CASES = _math_cases()
+
+
+def test_cases_file_present() -> None:
+    require_file(cases_dir() / "math.jsonl")
+    assert len(_CASES) >= 20
+
+
+@pytest.mark.parametrize("case", [c for c in _CASES if "time_limit_s" not in c["expected"]], ids=lambda c: c["id"])
+def test_shared_math_case(case: dict) -> None:
+    """Every case of ../shared/cases/math.jsonl gives its expected verdict (the timing case is in test_api)."""
+    inp, expected = case["input"], case["expected"]
+    verdict = verify_math(inp["response"], inp["gold"])
+    assert (verdict.correct is True) == expected["equivalent"], (case["kind"], verdict)
+    if expected.get("gold_status") == "unparseable":
+        assert verdict.status is MathStatus.INVALID_GROUND_TRUTH
+        assert verdict.reward is None
+    if "reward" in expected:
+        assert verdict.reward == expected["reward"]
+
+
+# Variants of each fault kind, with other values. (response, reference, expected correct, reason)
+VARIANTS = [
+    # markdown bold final answer after intermediate numbers (math-001)
+    ("So 12 + 61 = 73.\n\n**Final Answer: 73**", "73", True, "bold final answer"),
+    ("We get 5*4 = 20, then 20 - 3.\n\nFinal Answer: **17**", "17", True, "bold value after anchor"),
+    ("Final Answer: **17**", "20", False, "bold value, wrong"),
+    # repeated box, leading zeros (math-002)
+    ("\\boxed{042}. **Final Answer** \\boxed{042}", "42", True, "repeated box, leading zero"),
+    ("\\boxed{0.50}", "0.5", True, "trailing zero"),
+    ("\\boxed{042}", "420", False, "leading zero is not a digit shift"),
+    # plus-minus reference needs both values (math-004)
+    ("\\boxed{3}", "\\pm 3", False, "one root of two"),
+    ("\\boxed{3, -3}", "\\pm 3", True, "both roots"),
+    ("\\boxed{-3} and \\boxed{3}", "\\pm 3", True, "both roots in two boxes"),
+    ("\\boxed{\\pm 3}", "\\pm 3", True, "same plus-minus"),
+    ("x = \\boxed{1 \\pm \\sqrt{2}}", "1+\\sqrt{2}, 1-\\sqrt{2}", True, "plus-minus answer for a list reference"),
+    ("\\boxed{1+\\sqrt{2}}", "1 \\pm \\sqrt{2}", False, "one of two"),
+    # multiple required answers: a strict subset is wrong, so is a superset (math-005)
+    ("\\boxed{2}", "2 \\text{ and } 5", False, "subset"),
+    ("\\boxed{5, 2}", "2 \\text{ and } 5", True, "all, other order"),
+    ("\\boxed{2, 5, 7}", "2, 5", False, "superset"),
+    # number in \text (math-006)
+    ("$\\text{17}$", "17", True, "text-wrapped integer"),
+    ("\\boxed{\\textbf{3.5}}", "3.5", True, "textbf-wrapped decimal"),
+    # percent (math-007): a unit; 35% equals 35 and 0.35
+    ("The rate rose by 45 percent.", "45\\%", True, "word percent"),
+    ("\\boxed{45\\%}", "45", True, "percent sign vs bare"),
+    ("\\boxed{0.45}", "45\\%", True, "fraction vs percent"),
+    ("\\boxed{46\\%}", "45\\%", False, "different percent"),
+    # unparsable reference must never pay (math-010)
+    ("\\boxed{\\frac{31}{360}}", "\\frac{29}{360}", False, "reference without delimiters is still parsed"),
+    ("\\boxed{\\frac{29}{360}}", "\\frac{29}{360}", True, "same, right"),
+    # bare tuple reference vs parenthesised answer (math-012)
+    ("\\boxed{(3,4)}", "3,4", True, "bare pair"),
+    ("\\boxed{(12,102)}", "(12,102)", True, "a pair is not 12102"),
+    ("\\boxed{12102}", "(12,102)", False, "not thousands inside brackets"),
+    # thousands separators and unit words (math-013)
+    ("The total is \\boxed{1,234,567} dollars.", "1234567", True, "thousands + unit"),
+    ("\\boxed{2{,}500}", "2500", True, "latex thousands"),
+    ("\\boxed{11,\\!111}", "11111", True, "thin-space thousands"),
+    ("\\boxed{2,500}", "25", False, "thousands are not a decimal comma"),
+    # #### with text after it (math-015)
+    ("4*300 = 1200\n#### 1,200\nI double-checked the total and it stays the same.", "1200", True, "#### then prose"),
+    ("#### 12\nThe rest is commentary with 99 in it.", "99", False, "#### decides, not a later number"),
+    # currency, trailing zero, trailing period (math-016)
+    ("Three apples at $1.50 each cost $4.50.", "4.5", True, "currency fallback"),
+    ("The bill comes to \\$1,250.00.", "1250", True, "escaped dollar + thousands + cents"),
+    # brace-less \frac (math-017)
+    ("\\boxed{\\frac58}", "0.625", True, "short frac vs decimal"),
+    ("\\boxed{\\dfrac{5}{8}}", "5/8", True, "dfrac vs slash"),
+    ("\\boxed{\\frac58}", "\\frac{5}{9}", False, "short frac, wrong"),
+    # order of a 'find all' answer (math-018)
+    ("\\boxed{3, 1, 2}", "1, 2, 3", True, "permuted list"),
+    ("\\boxed{\\{5, -1\\}}", "-1, 5", True, "set braces"),
+    # '\boxed ' space form earlier; the last box decides (math-020)
+    ("First $\\boxed 3$, but that double counts. So \\boxed{4}.", "4", True, "last box wins"),
+    ("First $\\boxed 3$, but that double counts. So \\boxed{4}.", "3", False, "earlier box not credited"),
+    ("The answer is $\\boxed 9$.", "9", True, "space form alone"),
+    # equation forms (math-022 / math-023)
+    ("$y = 2x + 1$", "$2x - y + 1 = 0$", True, "same line, other form"),
+    ("$y = 2x + 2$", "$2x - y + 1 = 0$", False, "parallel line"),
+    ("$\\frac{x^2}{4}-\\frac{y^2}{9}=1$", "$\\frac{x^2}{9}-\\frac{y^2}{4}=1$", False, "different hyperbola"),
+    # unicode math (math-025)
+    ("The slope is \\boxed{−12}.", "-12", True, "unicode minus"),
+    ("\\boxed{√2}", "\\sqrt{2}", True, "unicode root"),
+    ("\\boxed{3√5}", "3\\sqrt{5}", True, "unicode root with coefficient"),
+    ("\\boxed{2×3}", "6", True, "unicode times"),
+    ("\\boxed{45°}", "45", True, "degree sign"),
+    ("\\boxed{45^\\circ}", "45", True, "latex degree"),
+    # symbolic equality (math-027)
+    ("\\boxed{\\frac{2}{\\sqrt{3}}}", "\\frac{2\\sqrt{3}}{3}", True, "rationalised"),
+    ("\\boxed{\\frac{2}{\\sqrt{3}}}", "\\frac{\\sqrt{3}}{2}", False, "not equal"),
+    # matrices (math-029)
+    (
+        "\\boxed{\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}}",
+        "\\left(\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}\\right)",
+        True,
+        "matrix in parentheses",
+    ),
+    (
+        "\\boxed{\\begin{pmatrix} 1 & 2 \\\\ 3 & 5 \\end{pmatrix}}",
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+        False,
+        "different matrix",
+    ),
+    # the reference sets the precision (math-031)
+    ("\\boxed{\\frac{1}{3}}", "0.33", True, "exact answer rounds to the reference"),
+    ("\\boxed{0.333}", "0.33", True, "more precise decimal rounds to it"),
+    ("\\boxed{0.3}", "0.33", False, "less precise decimal"),
+    ("\\boxed{0.34}", "0.33", False, "different at the reference's precision"),
+    ("\\boxed{\\frac{2}{3}}", "0.67", True, "2/3 at two places"),
+    ("\\boxed{37.7}", "12\\pi", False, "an exact reference is not matched by a rounded decimal"),
+    ("\\boxed{0.3333333}", "\\frac{1}{3}", True, "within the relative tolerance"),
+    ("\\boxed{7.4}", "7", False, "an integer reference is exact"),
+    # substring is not a match (math-032)
+    ("<answer>100</answer>", "1000", False, "substring"),
+    ("<answer>31</answer>", "3", False, "prefix"),
+    ("<answer>1000</answer>", "1000", True, "answer tag"),
+    # tiny and huge magnitudes compare relatively
+    ("\\boxed{1.6\\times 10^{-10}}", "1.5\\times10^{-10}", False, "tiny, 7% apart"),
+    ("\\boxed{1.5e-10}", "1.5\\times10^{-10}", True, "tiny, e-notation"),
+    ("\\boxed{2\\cdot 10^{-20}}", "10^{-20}", False, "no absolute tolerance"),
+    ("\\boxed{602000000000000000000000}", "6.02\\times10^{23}", True, "huge"),
+    ("\\boxed{603000000000000000000000}", "6.02\\times10^{23}", False, "huge, off by a unit of the last place"),
+    # mixed numbers
+    ("x = 2 2/3", "\\frac{8}{3}", True, "plain mixed number"),
+    ("\\boxed{2\\frac{2}{3}}", "\\frac{8}{3}", True, "latex mixed number"),
+    ("\\boxed{2}", "2 \\frac{2}{3}", False, "mixed number is not its whole part"),
+    ("\\boxed{-1\\frac{1}{2}}", "-1.5", True, "negative mixed number"),
+    # hedging between values for a single-valued reference
+    ("\\boxed{3} or \\boxed{5}", "5", False, "two boxes"),
+    ("\\boxed{3 \\text{ or } 5}", "5", False, "or inside a box"),
+    ("The answer is 3 or 5.", "5", False, "or in an answer line"),
+    ("\\boxed{5}, \\boxed{5}", "5", True, "the same value twice is not a hedge"),
+    # empty or unterminated last box
+    ("\\boxed{7} and then \\boxed{", "7", False, "unterminated last box"),
+    ("\\boxed{7} and then \\boxed{}", "7", False, "empty last box"),
+    # multiple choice compares letters
+    ("The answer is (B).", "B", True, "parenthesised letter"),
+    ("\\boxed{C}", "B", False, "other letter"),
+    ("\\boxed{C}", "\\text{(C)}", True, "text-wrapped reference letter"),
+    ("\\boxed{12}", "C", False, "a number is not a letter"),
+    # the final answer is outside the reasoning
+    ("<think>maybe \\boxed{5}</think>\nThe answer is 6.", "5", False, "box inside think does not count"),
+    ("<think>so it is 5", "5", False, "unterminated think: no final answer"),
+    ("Answer: \\frac{10}{9}", "10/9", True, "bare latex after anchor"),
+    # an intermediate box followed by a later explicit final answer
+    ("\\boxed{255} So the total is 10,455. Final Answer: The final answer is $10,455$.", "10455", True, "last wins"),
+    # numbers with a base subscript compare by value; a bare answer is read in the reference's base
+    ("\\boxed{52_8}", "52_8", True, "same base number"),
+    ("\\boxed{52}", "52_8", True, "bare digits in the reference's base"),
+    ("\\boxed{52_9}", "52_8", False, "other base"),
+    ("\\boxed{42}", "52_8", False, "decimal value written without base"),
+    ("\\boxed{101_{2}}", "5", True, "binary answer, decimal reference"),
+    # word answers
+    ("\\boxed{\\text{Navin}}", "\\text{Navin}", True, "word"),
+    ("\\boxed{\\text{Devon}}", "\\text{Navin}", False, "other word"),
+]
+
+
+@pytest.mark.parametrize(("response", "reference", "expected", "reason"), VARIANTS, ids=[v[3] for v in VARIANTS])
+def test_policy_variant(response: str, reference: str, expected: bool, reason: str) -> None:
+    verdict = verify_math(response, reference)
+    assert (verdict.correct is True) == expected, (reason, verdict)
+
+
+@pytest.mark.parametrize(
+    ("reference", "reason"),
+    [
+        ("See the worked solution above; the value follows from the diagram.", "prose"),
+        ("", "empty"),
+        ("   ", "blank"),
+        ("\\boxed{}", "empty box"),
+        ("The answer depends on the figure, which is not shown here.", "prose with no value"),
+    ],
+)
+def test_invalid_reference_never_pays(reference: str, reason: str) -> None:
+    for response in ("\\boxed{12}", "The answer is 12.", ""):
+        verdict = verify_math(response, reference)
+        assert verdict.status is MathStatus.INVALID_GROUND_TRUTH, reason
+        assert verdict.correct is None and verdict.reward is None
+
+
+def test_no_answer_is_wrong_not_null() -> None:
+    verdict = verify_math("I am not sure how to do this.", "7")
+    assert verdict.status is MathStatus.NO_ANSWER
+    assert verdict.correct is False and verdict.reward == 0.0
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer"),
+    [
+        ("#### 1,234", "1234"),
+        ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72", "72"),
+        ("$\\frac{1}{2}$", "\\frac{1}{2}"),
+        ("The area is $\\boxed{6\\sqrt{2}}$ square units.", "6\\sqrt{2}"),
+        ("\\boxed{5}", "5"),
+    ],
+)
+def test_reference_forms(reference: str, answer: str) -> None:
+    assert parse_reference(reference).shown == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "quantum"),
+    [
+        ("42", "42", None),
+        ("-0.67", "-67/100", "1/100"),
+        ("1.5\\times10^{-3}", "3/2000", "1/10000"),
+        ("\\frac{3}{4}", "3/4", None),
+        ("7/8", "7/8", None),
+        ("12%", "12", None),
+    ],
+)
+def test_parse_number(text: str, value: str, quantum: str | None) -> None:
+    from fractions import Fraction
+
+    n = parse_number(text)
+    assert n is not None
+    assert n.value == Fraction(value)
+    assert n.quantum == (Fraction(quantum) if quantum else None)
+
+
+def test_extraction_sources() -> None:
+    assert extract_final_answer("so \\boxed{4}").source == "boxed"
+    assert extract_final_answer("<answer>4</answer>").source == "answer_tag"
+    assert extract_final_answer("The answer is 4.").source == "anchor"
+    assert extract_final_answer("We get 4").source == "fallback"
+    assert extract_final_answer("We get 4", fallback=False).parts == ()
+
+
+def test_options_validated() -> None:
+    with pytest.raises(ValueError, match="rel_tol"):
+        MathOptions(rel_tol=2.0)
+    strict = verify_math("\\boxed{f(y)}", "f(x)", MathOptions(strict=True))
+    loose = verify_math("\\boxed{f(y)}", "f(x)", MathOptions(strict=False))
+    assert strict.correct is False and loose.correct is True
