@@ -74,6 +74,8 @@ class RewardItem:
         language: expected language of the completion (ISO 639-1), for the ``language`` component.
         num_tokens: completion length in tokens, for length-based components.
         tests: code tests, for ``task == "code"``.
+        group_id: the group (prompt) the completion belongs to.
+        prompt: the prompt text, from which the server can tell the target language when ``language`` is unset.
     """
 
     id: str
@@ -85,11 +87,13 @@ class RewardItem:
     language: str | None = None
     num_tokens: int | None = None
     tests: Any = None
+    group_id: str | None = None
+    prompt: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The item as the JSON object the server expects (``None`` fields left out)."""
         body: dict[str, Any] = {"id": self.id, "task": self.task, "response": self.response}
-        for name in ("ground_truth", "preset", "language", "num_tokens", "tests"):
+        for name in ("ground_truth", "preset", "language", "num_tokens", "tests", "group_id", "prompt"):
             value = getattr(self, name)
             if value is not None:
                 body[name] = value

@@ -113,9 +113,14 @@ def prompt_indices(step: int, batch_size: int, num_rows: int, seed: int) -> list
     return out
 
 
-def reward_item(row: Mapping[str, Any], *, item_id: str, completion: str, num_tokens: int) -> RewardItem:
+def reward_item(
+    row: Mapping[str, Any], *, item_id: str, group_id: str, completion: str, num_tokens: int, prompt_column: str
+) -> RewardItem:
     """The :class:`RewardItem` that scores ``completion`` of ``row``."""
     truth = row.get("ground_truth")
+    prompt = row.get(prompt_column)
+    if isinstance(prompt, list):  # chat messages: the last user turn is what the language check needs
+        prompt = next((m["content"] for m in reversed(prompt) if m.get("role") == "user"), None)
     return RewardItem(
         id=item_id,
         task=row.get("task") or "math",
@@ -126,6 +131,8 @@ def reward_item(row: Mapping[str, Any], *, item_id: str, completion: str, num_to
         language=row.get("language"),
         num_tokens=num_tokens,
         tests=row.get("tests"),
+        group_id=group_id,
+        prompt=prompt,
     )
 
 
@@ -135,9 +142,18 @@ def reward_items(
     texts: Sequence[str],
     lengths: Sequence[int],
     id_prefix: str,
+    prompt_column: str = "prompt",
 ) -> list[RewardItem]:
-    """One item per completion; ids are ``{id_prefix}-p{prompt}-c{completion}``, stable across retries."""
+    """One item per completion; ids are ``{id_prefix}-p{prompt}-c{completion}`` (stable across retries) and the
+    group id is ``{id_prefix}-p{prompt}``."""
     return [
-        reward_item(rows[p], item_id=f"{id_prefix}-p{p}-c{j}", completion=text, num_tokens=int(n))
+        reward_item(
+            rows[p],
+            item_id=f"{id_prefix}-p{p}-c{j}",
+            group_id=f"{id_prefix}-p{p}",
+            completion=text,
+            num_tokens=int(n),
+            prompt_column=prompt_column,
+        )
         for j, (p, text, n) in enumerate(zip(prompt_index, texts, lengths, strict=True))
     ]

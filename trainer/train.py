@@ -151,6 +151,7 @@ def evaluate(
             batch.completion_texts,
             batch.completion_lengths.tolist(),
             f"{id_prefix}-c{lo}",
+            config.prompt_column,
         )
         futures.append(scorer.submit(items))
         lengths.extend(batch.completion_lengths.tolist())
@@ -281,6 +282,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
                     chunk.completion_texts,
                     chunk.completion_lengths.tolist(),
                     f"{run_name}-s{step}",
+                    config.prompt_column,
                 )
                 futures.append(scorer.submit(items))
                 chunks.append(chunk)

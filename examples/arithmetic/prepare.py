@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import time
 from pathlib import Path
 
 import torch
 
-from trainer.tiny import build_tiny_model, build_tokenizer
+from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
 
 NAMES = ["Tom", "Ana", "Li", "Sam", "Mia", "Omar", "Eva", "Raj", "Zoe", "Ben"]
 ITEMS = ["apples", "books", "coins", "stamps", "pens", "shells", "cards", "marbles"]
@@ -87,35 +86,6 @@ def make_splits(seed: int, n_test: int) -> tuple[list[dict[str, str]], list[dict
     return train, test[:n_test]
 
 
-def warm_up(model: torch.nn.Module, tokenizer, rows: list[dict[str, str]], *, steps: int, batch: int, lr: float) -> None:
-    """Supervised fine-tuning on prompt + completion, loss on the completion tokens only."""
-    eos = tokenizer.eos_token
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
-    model.train()
-    start = time.time()
-    for step in range(steps):
-        chunk = [rows[(step * batch + k) % len(rows)] for k in range(batch)]
-        prompts = [tokenizer(r["prompt"])["input_ids"] for r in chunk]
-        answers = [tokenizer(r["completion"] + eos)["input_ids"] for r in chunk]
-        width = max(len(p) + len(a) for p, a in zip(prompts, answers, strict=True))
-        ids = torch.full((batch, width), tokenizer.pad_token_id)
-        labels = torch.full((batch, width), -100)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for k, (p, a) in enumerate(zip(prompts, answers, strict=True)):
-            ids[k, : len(p) + len(a)] = torch.tensor(p + a)
-            labels[k, len(p) : len(p) + len(a)] = torch.tensor(a)
-            mask[k, : len(p) + len(a)] = 1
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step % 50 == 0 or step == steps - 1:
-            print(f"warm-up step {step:4d}  loss {loss.item():.3f}  {time.time() - start:5.0f} s", flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "runs")
@@ -145,7 +115,10 @@ def main() -> None:
         tokenizer, hidden_size=192, num_layers=4, num_heads=4, num_kv_heads=2, max_position_embeddings=256, seed=0
     )
     print(f"Qwen2 with {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, vocab {len(tokenizer)}")
-    warm_up(model, tokenizer, train, steps=args.warmup_steps, batch=args.batch, lr=args.lr)
+    pairs = [(r["prompt"], r["completion"]) for r in train]
+    supervised_warm_up(
+        model, tokenizer, pairs, steps=args.warmup_steps, batch_size=args.batch, learning_rate=args.lr, log=print
+    )
     model.save_pretrained(args.out / "sft")
     tokenizer.save_pretrained(args.out / "sft")
     print(f"saved the warmed-up policy to {args.out / 'sft'}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+import torch
 
 from trainer.reward_client import RewardScorer
 from trainer.tiny import build_tiny_model, build_tokenizer
@@ -17,6 +18,13 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread() -> None:
+    """Tiny models gain nothing from more threads, and on a busy machine OpenMP threads spin against each other
+    (a 30x slowdown was measured on the shared 2-core box)."""
+    torch.set_num_threads(1)
 
 
 def arithmetic_rows(n: int, offset: int = 0) -> list[dict[str, Any]]:

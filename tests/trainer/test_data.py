@@ -81,7 +81,7 @@ def test_prompt_order_depends_only_on_step_and_seed() -> None:
 def test_reward_items_carry_row_fields_and_stable_ids() -> None:
     rows = [
         {"prompt": "a", "ground_truth": 7, "language": "en", "components": {"accuracy": 1.0, "format": 0.5}},
-        {"prompt": "b", "task": "code", "tests": [{"input": "1", "output": "1"}]},
+        {"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "b"}], "task": "code", "tests": {}},
     ]
     items = reward_items(rows, [0, 0, 1], ["x", "y", "z"], [3, 1, 2], "run-s4")
     assert [i.id for i in items] == ["run-s4-p0-c0", "run-s4-p0-c1", "run-s4-p1-c2"]
@@ -93,5 +93,7 @@ def test_reward_items_carry_row_fields_and_stable_ids() -> None:
         "language": "en",
         "num_tokens": 3,
         "components": {"accuracy": 1.0, "format": 0.5},
+        "group_id": "run-s4-p0",
+        "prompt": "a",
     }
-    assert items[2].task == "code" and items[2].tests == [{"input": "1", "output": "1"}]
+    assert (items[2].task, items[2].tests, items[2].prompt) == ("code", {}, "b")  # the last user turn
