@@ -14,7 +14,9 @@ from fastapi.responses import JSONResponse
 
 from reward_server import __version__
 from reward_server.metrics import Metrics
+from reward_server.routers import format as format_router
 from reward_server.routers import health, math, rewards
+from reward_server.routers import language as language_router
 from reward_server.runtime import scoring_runtime
 from reward_server.settings import Settings
 
@@ -78,4 +80,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(math.router)
     app.include_router(rewards.router)
+    app.include_router(format_router.router)
+    app.include_router(language_router.router)
     return app

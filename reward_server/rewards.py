@@ -20,10 +20,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reward_server.metrics import Metrics
+from reward_server.schemas.format import FormatParams
+from reward_server.schemas.language import LanguageParams
 from reward_server.schemas.math import MathOptionsModel
 from reward_server.schemas.rewards import ComponentResult, ComponentSpec, RewardItem, RewardResult
+from reward_server.schemas.shaping import CosineParams, OverlongParams, RepetitionParams
 from reward_server.verifiers.base import ComponentScore
+from reward_server.verifiers.format import score_format
+from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import MathStatus, MathVerdict
+from reward_server.verifiers.shaping import score_cosine, score_overlong, score_repetition
 from reward_server.workers import TaskStatus, WorkerPool
 
 # ============================================================================ context
@@ -103,6 +109,9 @@ class Component:
         params: pydantic model of its parameters (``extra="forbid"``); ``weight`` is handled by the composer.
         run: ``async (item_context, params) -> ComponentScore``.
         needs: components whose results it reads (``cosine`` reads ``accuracy``); they run first.
+        neutral: statuses under which the component *abstains* rather than fails, with the score counted
+            in the reward instead. Language abstains on a chain of thought too short to judge
+            (``too_short``) and counts it as consistent (1.0): the sample is neither flagged nor dropped.
     """
 
     name: str
@@ -110,6 +119,7 @@ class Component:
     params: type[BaseModel]
     run: ComponentFn
     needs: tuple[str, ...] = ()
+    neutral: Mapping[str, float] = field(default_factory=dict)
 
 
 async def _accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentScore:
@@ -130,13 +140,53 @@ async def _code_accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentSc
     )
 
 
+async def _format(ic: ItemContext, params: FormatParams) -> ComponentScore:
+    return score_format(ic.item.response, params)
+
+
+async def _language(ic: ItemContext, params: LanguageParams) -> ComponentScore:
+    # Word-level detection costs up to tens of ms on a long chain of thought: keep it off the event loop.
+    return await asyncio.to_thread(
+        score_language, ic.item.response, params, target=ic.item.language, prompt=ic.item.prompt
+    )
+
+
+async def _overlong(ic: ItemContext, params: OverlongParams) -> ComponentScore:
+    return score_overlong(ic.item.response, params, num_tokens=ic.item.num_tokens)
+
+
+async def _cosine(ic: ItemContext, params: CosineParams) -> ComponentScore:
+    correct = ic.done["accuracy"].info.get("correct")
+    return score_cosine(ic.item.response, params, correct=correct, num_tokens=ic.item.num_tokens)
+
+
+async def _repetition(ic: ItemContext, params: RepetitionParams) -> ComponentScore:
+    return score_repetition(ic.item.response, params)
+
+
 REGISTRY: dict[str, Component] = {
-    "accuracy": Component(
-        "accuracy",
-        "Is the answer right? Math: final-answer equivalence (1/0). Code: share of tests passed.",
-        AccuracyParams,
-        _accuracy,
-    ),
+    c.name: c
+    for c in (
+        Component(
+            "accuracy",
+            "Is the answer right? Math: final-answer equivalence (1/0). Code: share of tests passed.",
+            AccuracyParams,
+            _accuracy,
+        ),
+        Component("format", "R1 layout: <think>...</think> then the answer (1.0 exactly).", FormatParams, _format),
+        Component(
+            "language",
+            "Share of the chain of thought's words in the target language (DeepSeek-R1).",
+            LanguageParams,
+            _language,
+            neutral={"too_short": 1.0},
+        ),
+        Component("overlong", "DAPO soft overlong punishment, in [-1, 0].", OverlongParams, _overlong),
+        Component(
+            "cosine", "Length-scaled reward by correctness (Yeo et al. 2025).", CosineParams, _cosine, ("accuracy",)
+        ),
+        Component("repetition", "n-gram repetition penalty, in [max_penalty, 0].", RepetitionParams, _repetition),
+    )
 }
 
 PRESETS: dict[str, dict[str, float]] = {
@@ -292,17 +342,21 @@ async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: S
     status = "ok"
     for r in resolved:
         s = done[r.component.name]
+        score = s.score if s.score is not None else r.component.neutral.get(s.status)
+        detail = s.detail
+        if s.score is None and score is not None:
+            detail = f"{detail or s.status}; abstained, counted as {score:g} in the reward"
         components[r.component.name] = ComponentResult(
-            score=s.score, weight=r.weight, status=s.status, detail=s.detail, info=s.info
+            score=s.score, weight=r.weight, status=s.status, detail=detail, info=s.info
         )
         if r.weight == 0:
             continue
-        if s.score is None:
+        if score is None:
             if reward is not None:
                 status = s.status
             reward = None
         elif reward is not None:
-            reward += r.weight * s.score
+            reward += r.weight * score
         if ctx.metrics is not None:
             ctx.metrics.verdicts.labels(r.component.name, s.status).inc()
             if s.status == "timeout":

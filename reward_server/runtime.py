@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,6 +10,7 @@ from contextlib import asynccontextmanager
 from reward_server.metrics import Metrics
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
+from reward_server.verifiers.language import default_detector
 from reward_server.workers import WorkerPool
 
 logger = logging.getLogger("reward_server")
@@ -38,7 +40,10 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
         grace_s=0.25,
     )
     try:
-        await pool.start(timeout_s=settings.worker_start_timeout_s)
+        # The language detector's models take seconds to load: do it beside the pool's start, not on the
+        # first request.
+        preload = asyncio.to_thread(default_detector().load) if settings.preload_language_models else asyncio.sleep(0)
+        await asyncio.gather(pool.start(timeout_s=settings.worker_start_timeout_s), preload)
         if metrics is not None:
             metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
         logger.info("math pool ready: %d workers", settings.math_workers)

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     math_cache_size: int = Field(
         4096, ge=0, description="Parsed ground truths kept per worker (LRU), so a group parses its reference once."
     )
+    preload_language_models: bool = Field(
+        True, description="Load the language detector at start-up (~2 s, ~350 MB) instead of on first use."
+    )
     worker_start_timeout_s: float = Field(120.0, gt=0, description="How long /readyz may wait for workers.")
 
     # Request limits.

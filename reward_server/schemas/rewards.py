@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-ComponentSpec = float | dict[str, Any]
+from reward_server.schemas.language import LanguageCode
+
+ComponentSpec = StrictFloat | StrictInt | dict[str, Any]
 
 _EXAMPLE_REQUEST: dict[str, Any] = {
     "items": [
@@ -38,8 +40,8 @@ class RewardItem(BaseModel):
     ground_truth: str | None = Field(None, description="Reference answer (required for `task: math`).")
     tests: dict[str, Any] | None = Field(None, description="Test cases (required for `task: code`).")
     prompt: str | None = Field(None, description="The prompt; used to detect the target language if none is given.")
-    language: str | None = Field(
-        None, max_length=16, description="Target language of the reasoning (ISO 639-1), for `language`."
+    language: LanguageCode | None = Field(
+        None, description="Target language of the reasoning (ISO 639-1), for `language`; else taken from `prompt`."
     )
     num_tokens: int | None = Field(
         None, ge=0, description="Completion length in tokens (for `overlong`/`cosine`); characters are used if absent."

@@ -1,0 +1,24 @@
+"""``POST /v1/format/check``: is one completion in R1's layout?"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from reward_server.deps import SettingsDep
+from reward_server.routers.limits import check_response_length
+from reward_server.schemas.format import FormatCheckRequest, FormatCheckResult
+from reward_server.verifiers.format import score_format
+
+router = APIRouter(prefix="/v1/format", tags=["format"])
+
+
+@router.post(
+    "/check",
+    summary="Check a completion against the <think>…</think> then answer layout.",
+    response_model=FormatCheckResult,
+)
+async def check_format(request: FormatCheckRequest, settings: SettingsDep) -> FormatCheckResult:
+    check_response_length(request.response, settings)
+    result = score_format(request.response, request.params())
+    assert result.score is not None  # the format component always scores
+    return FormatCheckResult(score=result.score, status=result.status, detail=result.detail, **result.info)

@@ -1,0 +1,202 @@
+"""The format verifier: every case in cases/format.jsonl, and variants of each fault's kind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from reward_server.schemas.format import DEFAULT_END_OF_TURN_TOKENS, FormatParams
+from reward_server.verifiers.format import check_format, score_format
+from reward_server.verifiers.markup import chain_of_thought, code_spans
+from tests.conftest import cases_dir, require_file
+
+STRICT = FormatParams()
+SOFT = FormatParams(mode="soft")
+PREFILLED = FormatParams(think_prefilled=True)
+
+
+def _cases() -> list[dict]:
+    path = cases_dir() / "format.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("mode", ["strict", "soft"])
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: c["id"])
+def test_shared_case(case: dict, mode: str) -> None:
+    require_file(cases_dir() / "format.jsonl")
+    prompt_tail = case["input"].get("prompt_tail", "")
+    params = FormatParams(mode=mode, think_prefilled=prompt_tail.rstrip().endswith("<think>"))
+    result = score_format(case["input"]["completion"], params)
+    expected = case["expected"]
+    assert result.info["format_ok"] is expected["format_ok"], result.detail
+    assert (result.score == 1.0) is expected["format_ok"]
+    if "extracted_answer" in expected:
+        assert result.info["answer"] == expected["extracted_answer"]
+    if not expected["format_ok"]:
+        assert result.status == "bad_format" and result.detail
+
+
+def test_shared_cases_present() -> None:
+    require_file(cases_dir() / "format.jsonl")
+    assert len(_cases()) >= 6
+
+
+# Each row: completion, params, format_ok, extracted answer, reason (the kind of fault it varies).
+WELL_FORMED = [
+    ("<think>\nline one\n\nline two\n</think>\n<answer>\n12\n</answer>", STRICT, "12", "001: newlines everywhere"),
+    ("<think>\r\nwindows\r\nnewlines\r\n</think>\r\n<answer>7</answer>\r\n", STRICT, "7", "001: CRLF"),
+    ("  <think>a</think><answer>x = 3</answer>", STRICT, "x = 3", "leading blanks are not text"),
+    ("<think>steps</think>\nThe answer is \\boxed{42}.", STRICT, "The answer is \\boxed{42}.", "R1: bare answer"),
+    ("so 6*7 = 42\n</think>\n<answer>42</answer>", PREFILLED, "42", "004: prefilled, other values"),
+    ("\n</think> 5", FormatParams(think_prefilled=True, min_think_chars=1), None, "004: prefilled but empty"),
+    ("<think>t</think><answer>1</answer><|im_end|>", STRICT, "1", "005: trailing ChatML end-of-turn"),
+    ("<think>t</think><answer>1</answer>\n<|eot_id|>\n<|end_of_text|>\n", STRICT, "1", "005: several EOT tokens"),
+    ("<think>t</think><answer>1</answer><｜end▁of▁sentence｜>", STRICT, "1", "005: DeepSeek EOS"),
+    ("<think>\n```python\nprint('</think>')\n```\nok</think><answer>2</answer>", STRICT, "2", "tag in fenced code"),
+    ("<think>\n~~~~\n<answer>1</answer>\n~~~~\n</think><answer>2</answer>", STRICT, "2", "tags in a tilde fence"),
+    ("<think>the tag `<answer>` comes later</think><answer>3</answer>", STRICT, "3", "tag in inline code"),
+    ("<think>a</think><answer>`<think>` is a tag</answer>", STRICT, "`<think>` is a tag", "tag in code in answer"),
+    (
+        "<reasoning>r</reasoning><solution>9</solution>",
+        FormatParams(think_tag="reasoning", answer_tag="solution"),
+        "9",
+        "configurable tag names",
+    ),
+]
+
+
+@pytest.mark.parametrize(("completion", "params", "answer", "reason"), WELL_FORMED, ids=[r[3] for r in WELL_FORMED])
+def test_well_formed(completion: str, params: FormatParams, answer: str | None, reason: str) -> None:
+    result = score_format(completion, params)
+    if answer is None:  # the one row here that must fail: prefilled, but nothing was thought
+        assert result.score == 0.0 and result.info["checks"]["think_nonempty"] is False
+        return
+    assert result.score == 1.0, result.detail
+    assert result.status == "ok" and result.detail is None
+    assert result.info["answer"] == answer
+
+
+MALFORMED = [
+    ("<think>a</think><answer>1</answer></answer>", "answer_close", "002: duplicate </answer>, no newlines"),
+    ("<think>a</think></think><answer>1</answer>", "think_close", "002: duplicate </think>"),
+    ("<think>a</think><answer>1<answer>2</answer>", "answer_open", "002: duplicate <answer>"),
+    ("<think><think>a</think><answer>1</answer>", "think_open", "002/008: duplicate <think>"),
+    ("<think>a<think>b</think>c</think><answer>1</answer>", "think_open", "008: nested think"),
+    ("<think>a <answer>1</answer></think><answer>1</answer>", "answer_open", "008: answer nested in think"),
+    ("<think>p</think><answer>1</answer><think>q</think>", "think_open", "008: think after answer"),
+    ("<think>x</think><answer>5</answer>\nBecause 2+3.", "nothing_else", "005: prose after answer"),
+    ("<think>x</think><answer>5</answer><|im_end|>more", "nothing_else", "005: text after an EOT token"),
+    ("<think>x</think>\nSo:\n<answer>5</answer>", "nothing_else", "text between </think> and <answer>"),
+    ("<think>\n \n\t</think><answer>7</answer>", "think_nonempty", "007: blank think block"),
+    ("Sure! <think>x</think><answer>5</answer>", "think_open", "text before <think>"),
+    ("x</think><answer>5</answer>", "think_open", "004 kind: missing <think> when not prefilled"),
+    ("<THINK>x</THINK><answer>5</answer>", "think_open", "non-canonical tag spelling"),
+    ("<think>x</think><answer> </answer>", "answer_nonempty", "empty answer"),
+    ("<think>x</think>", "answer_nonempty", "no answer at all"),
+    ("<think>x\n```\nopen fence</think><answer>5</answer>", "think_close", "unclosed fence hides the rest"),
+    ("<think>x</think><answer>5", "answer_close", "unclosed answer"),
+]
+
+
+@pytest.mark.parametrize(("completion", "failed_check", "reason"), MALFORMED, ids=[r[2] for r in MALFORMED])
+@pytest.mark.parametrize("mode", ["strict", "soft"])
+def test_malformed(completion: str, failed_check: str, reason: str, mode: str) -> None:
+    result = score_format(completion, FormatParams(mode=mode))
+    assert result.info["format_ok"] is False and result.info["answer"] is None
+    assert result.info["checks"][failed_check] is False
+    assert result.status == "bad_format"
+    assert result.score < 1.0 if mode == "soft" else result.score == 0.0
+
+
+def test_prefilled_completion_must_not_reopen_think() -> None:
+    result = score_format("<think>again</think><answer>1</answer>", PREFILLED)
+    assert result.info["checks"]["think_open"] is False and result.score == 0.0
+
+
+def test_prefilled_completion_fails_when_not_declared() -> None:
+    assert score_format("6*7 = 42\n</think>\n<answer>42</answer>", STRICT).score == 0.0
+
+
+@pytest.mark.parametrize("token", DEFAULT_END_OF_TURN_TOKENS)
+def test_every_default_end_of_turn_token_may_trail(token: str) -> None:
+    assert score_format(f"<think>t</think><answer>1</answer>{token}", STRICT).score == 1.0
+
+
+def test_custom_end_of_turn_tokens_replace_the_defaults() -> None:
+    params = FormatParams(end_of_turn_tokens=("[END]",))
+    assert score_format("<think>t</think><answer>1</answer>[END]", params).score == 1.0
+    assert score_format("<think>t</think><answer>1</answer><|im_end|>", params).score == 0.0
+
+
+def test_soft_scores_are_the_share_of_checks_passed() -> None:
+    # 7 checks with answer tags: trailing prose fails only nothing_else -> 6/7.
+    assert score_format("<think>x</think><answer>5</answer> and more", SOFT).score == pytest.approx(6 / 7)
+    # Untagged answer: 4 checks; empty thinking fails one -> 3/4.
+    assert score_format("<think></think> 42", SOFT).score == pytest.approx(3 / 4)
+    # Interleaved pairs (cases format-008): every tag is doubled, so only nothing_else (vacuous) passes: 1/7.
+    interleaved = "<think>partial</think><answer>1</answer><think>more work</think><answer>2</answer>"
+    assert score_format(interleaved, SOFT).score == pytest.approx(1 / 7)
+
+
+def test_empty_thinking_scores_below_real_thinking_in_both_modes() -> None:
+    for params in (STRICT, SOFT):
+        empty = score_format("<think></think><answer>7</answer>", params).score
+        real = score_format("<think>3 + 4 = 7</think><answer>7</answer>", params).score
+        assert empty is not None and real == 1.0 and empty < real
+
+
+def test_min_think_chars_counts_non_blank_characters() -> None:
+    params = FormatParams(min_think_chars=5)
+    assert score_format("<think>a b c d</think><answer>1</answer>", params).score == 0.0  # 4 non-blank
+    assert score_format("<think>a b c d e</think><answer>1</answer>", params).score == 1.0
+
+
+def test_require_answer_tag() -> None:
+    params = FormatParams(require_answer_tag=True)
+    assert score_format("<think>t</think> 42", params).info["checks"]["answer_open"] is False
+    assert score_format("<think>t</think><answer>42</answer>", params).score == 1.0
+    assert score_format("<think>t</think> 42", STRICT).score == 1.0
+
+
+def test_report_names_every_failed_check() -> None:
+    report = check_format("<think>a</think><answer>1</answer></answer>", STRICT)
+    assert not report.ok
+    assert [name for name, passed in report.checks.items() if not passed] == ["answer_close", "answer_nonempty"]
+    assert len(report.problems) == 2
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"mode": "lenient"}, "mode"),
+        ({"think_tag": "think>"}, "think_tag"),
+        ({"min_think_chars": 0}, "min_think_chars"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_bad_params_name_the_field(params: dict, field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        FormatParams(**params)
+    assert field in str(info.value)
+
+
+def test_think_and_answer_tags_must_differ() -> None:
+    with pytest.raises(ValidationError, match="must differ"):
+        FormatParams(think_tag="x", answer_tag="X")
+
+
+def test_code_spans() -> None:
+    text = "a `b` c\n```\nd `\n```\n`` e ` f `` g ` h\n~~~\nunclosed"
+    spans = [text[a:b] for a, b in code_spans(text)]
+    assert spans == ["`b`", "```\nd `\n```", "`` e ` f ``", "~~~\nunclosed"]
+
+
+def test_chain_of_thought() -> None:
+    assert chain_of_thought("<think>a</think> b") == "a"
+    assert chain_of_thought("pre-filled a</think> b") == "pre-filled a"
+    assert chain_of_thought("no tags") == "no tags"
+    assert chain_of_thought("<think>open to the end") == "open to the end"
+    assert chain_of_thought("<think>a</think>x<think>b</think>") == "a\nb"
+    assert chain_of_thought("<think>`</think>` a</think> b") == "`</think>` a"
