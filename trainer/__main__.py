@@ -29,6 +29,7 @@ def train(
         typer.echo(f"config error: {exc}", err=True)
         raise typer.Exit(2) from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reward request drowns the log
     result = run_training(cfg)
     typer.echo(f"done: metrics in {result.output_dir / 'metrics.jsonl'}, final checkpoint {result.checkpoint}")
 

@@ -17,6 +17,7 @@ Sources:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -336,18 +337,19 @@ def grpo_loss(
         ValueError: ``beta > 0`` without ``ref_logp``, or what :func:`aggregate_loss` raises.
     """
     per_token, is_clipped = clipped_surrogate(logp, old_logp, advantages, epsilon, epsilon_high)  # (B, T)
-    agg = {
-        "loss_type": loss_type,
-        "max_completion_length": max_completion_length,
-        "num_items_in_batch": num_items_in_batch,
-        "gradient_accumulation_steps": gradient_accumulation_steps,
-    }
-    policy_part = aggregate_loss(per_token, mask, **agg)
+    agg = functools.partial(
+        aggregate_loss,
+        loss_type=loss_type,
+        max_completion_length=max_completion_length,
+        num_items_in_batch=num_items_in_batch,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+    )
+    policy_part = agg(per_token, mask)
     if beta != 0.0:
         if ref_logp is None:
             raise ValueError("beta > 0 needs ref_logp, the reference model's log-probs")
         kl = kl_k3(logp, ref_logp)  # (B, T)
-        loss = aggregate_loss(per_token + beta * kl, mask, **agg)
+        loss = agg(per_token + beta * kl, mask)
         kl_mean = masked_mean(kl.detach(), mask)
     else:
         loss = policy_part

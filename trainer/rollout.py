@@ -172,7 +172,7 @@ class TransformersBackend:
             ValueError: chat messages for a tokenizer without a chat template.
         """
         if self.use_chat_template:
-            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             return str(text)
         if isinstance(prompt, str):
@@ -210,7 +210,7 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(
+            out = self.model.generate(  # type: ignore[operator]
                 input_ids=ids, attention_mask=mask, generation_config=self._generation_config(sampling)
             )  # (N, P + C)
         finally:
@@ -219,7 +219,7 @@ class TransformersBackend:
         completion_mask, is_truncated = completion_mask_from_ids(completion_ids, self.eos_token_ids)
         completion_ids = completion_ids.masked_fill(completion_mask == 0, self.pad_token_id)
         texts = [
-            self.tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True)
+            str(self.tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True))
             for row, n in zip(completion_ids, completion_mask.sum(-1), strict=True)
         ]
         return RolloutBatch(

@@ -76,7 +76,8 @@ def _disable_dropout(model: torch.nn.Module) -> None:
 
 def _load_model(path: str, device: torch.device, disable_dropout: bool) -> PreTrainedModel:
     # Master weights stay float32; on GPU the forward runs under bf16 autocast.
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model.to(device)  # type: ignore[arg-type]  # transformers types .to() for dtypes only
     if disable_dropout:
         _disable_dropout(model)
     return model
