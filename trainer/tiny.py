@@ -123,8 +123,9 @@ def supervised_warm_up(
 ) -> list[float]:
     """Supervised fine-tuning on ``(prompt, completion)`` pairs, loss on the completion (and its EOS) only.
 
-    AdamW with a one-cycle schedule (10 % warm-up) and gradient clipping at 1.0; the pairs are visited in order,
-    wrapping around. Used to give a random tiny model a starting point that GRPO can improve.
+    AdamW with a linear warm-up over the first 10 % of steps, then a constant learning rate (no decay, so stopping
+    early leaves a model still mid-way through learning), and gradient clipping at 1.0; the pairs are visited in
+    order, wrapping around. Used to give a random tiny model a starting point that GRPO can improve.
 
     Args:
         model: trained in place (left in train mode).
@@ -139,7 +140,8 @@ def supervised_warm_up(
         The loss of every step.
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=learning_rate, total_steps=steps, pct_start=0.1)
+    warm = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm))
     model.train()
     losses = []
     start = time.perf_counter()

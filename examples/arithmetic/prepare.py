@@ -11,7 +11,7 @@ The warm-up is deliberately short: it teaches the answer format (``<think>`` wor
 ``<answer>`` result ``</answer>``) and some arithmetic, and stops while the policy still gets a good share of
 problems wrong, so GRPO has room to improve and still samples right answers to learn from.
 
-Run: ``python examples/arithmetic/prepare.py`` (about three minutes on two CPU cores).
+Run: ``python examples/arithmetic/prepare.py`` (about seven minutes on one CPU core).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "runs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--test-size", type=int, default=200)
-    parser.add_argument("--warmup-steps", type=int, default=300, help="supervised steps (the knob for start accuracy)")
+    parser.add_argument("--warmup-steps", type=int, default=1000, help="supervised steps (the knob for start accuracy)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")

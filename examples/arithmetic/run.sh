@@ -3,6 +3,7 @@
 # Usage (from anywhere): examples/arithmetic/run.sh        Outputs: examples/arithmetic/runs/
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # runs from a checkout without installing
 OUT=examples/arithmetic/runs
 PORT="${PORT:-8000}"
 PYTHON="${PYTHON:-python}"
@@ -16,5 +17,7 @@ SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true' EXIT
 
 # 3. GRPO (the trainer waits for the server's /readyz), then the curves.
+START=$SECONDS
 "$PYTHON" -m trainer train --config examples/arithmetic/grpo.yaml --set "reward_server_urls=[http://127.0.0.1:$PORT]"
+echo "GRPO took $((SECONDS - START)) s (server start and evaluations included)"
 "$PYTHON" -m trainer plot "$OUT/grpo"
