@@ -65,6 +65,7 @@ def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: 
             "report_to_tensorboard": False,
             "progress_bar": False,
             "device": args.device,
+            "torch_num_threads": args.threads,
             "seed": 0,
         }
     )
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--math-workers", type=int, default=1, help="worker processes of the server started here")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the trainer")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:

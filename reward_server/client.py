@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -333,14 +333,20 @@ def _give_up(url: str, attempts: int, response: httpx.Response | None, error: Ex
     )
 
 
-class _ClientBase:
+_HttpClient = TypeVar("_HttpClient", httpx.Client, httpx.AsyncClient)
+
+
+class _ClientBase(Generic[_HttpClient]):
+    """What the sync and async clients share: arguments, balancing, and the retry loop without its I/O."""
+
     def __init__(
         self,
         base_urls: str | Sequence[str],
         *,
-        timeout_s: float,
-        retry: RetryPolicy | None,
-        max_batch_items: int,
+        client: _HttpClient | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        max_batch_items: int = 1024,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -350,6 +356,11 @@ class _ClientBase:
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         self.max_batch_items = max_batch_items
+        self._owns_client = client is None
+        self._client: _HttpClient = client if client is not None else self._new_client(timeout_s)
+
+    def _new_client(self, timeout_s: float) -> _HttpClient:
+        raise NotImplementedError
 
     @property
     def base_urls(self) -> list[str]:
@@ -379,7 +390,7 @@ class _ClientBase:
         raise AssertionError("unreachable")
 
 
-class RewardClient(_ClientBase):
+class RewardClient(_ClientBase[httpx.Client]):
     """Blocking client of ``POST /v1/rewards``.
 
     Args:
@@ -392,19 +403,10 @@ class RewardClient(_ClientBase):
             the server's ``max_batch_items``.
     """
 
-    def __init__(
-        self,
-        base_urls: str | Sequence[str],
-        *,
-        client: httpx.Client | None = None,
-        timeout_s: float = 120.0,
-        retry: RetryPolicy | None = None,
-        max_batch_items: int = 1024,
-    ) -> None:
-        super().__init__(base_urls, timeout_s=timeout_s, retry=retry, max_batch_items=max_batch_items)
-        self._owns_client = client is None
-        self._client = client or httpx.Client(timeout=timeout_s)
-        self._sleep: Callable[[float], None] = time.sleep
+    _sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    def _new_client(self, timeout_s: float) -> httpx.Client:
+        return httpx.Client(timeout=timeout_s)
 
     def __enter__(self) -> RewardClient:
         return self
@@ -475,25 +477,16 @@ class RewardClient(_ClientBase):
                 self._sleep(poll_s)
 
 
-class AsyncRewardClient(_ClientBase):
+class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
     """Asynchronous client of ``POST /v1/rewards``; same arguments and guarantees as :class:`RewardClient`.
 
     A batch larger than ``max_batch_items`` is split and its requests run concurrently, spread over the servers.
     """
 
-    def __init__(
-        self,
-        base_urls: str | Sequence[str],
-        *,
-        client: httpx.AsyncClient | None = None,
-        timeout_s: float = 120.0,
-        retry: RetryPolicy | None = None,
-        max_batch_items: int = 1024,
-    ) -> None:
-        super().__init__(base_urls, timeout_s=timeout_s, retry=retry, max_batch_items=max_batch_items)
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout_s)
-        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
+
+    def _new_client(self, timeout_s: float) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout_s)
 
     async def __aenter__(self) -> AsyncRewardClient:
         return self

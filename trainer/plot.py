@@ -66,7 +66,7 @@ def plot_run(run_dir: str | Path, *, metrics: Sequence[str] | None = None, out: 
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     fig.suptitle(str(Path(run_dir).resolve().name), fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.96))  # leave room for the title
     path = Path(out) if out else Path(run_dir) / "curves.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

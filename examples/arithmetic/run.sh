@@ -20,4 +20,7 @@ trap 'kill "$SERVER" 2>/dev/null || true' EXIT
 START=$SECONDS
 "$PYTHON" -m trainer train --config examples/arithmetic/grpo.yaml --set "reward_server_urls=[http://127.0.0.1:$PORT]"
 echo "GRPO took $((SECONDS - START)) s (server start and evaluations included)"
-"$PYTHON" -m trainer plot "$OUT/grpo"
+"$PYTHON" -m trainer plot "$OUT/grpo"   # every metric, to $OUT/grpo/curves.png
+"$PYTHON" -m trainer plot "$OUT/grpo" --out examples/arithmetic/curves.png \
+  --metric eval/pass@1 --metric reward/accuracy --metric adv/frac_zero_std_groups --metric policy/entropy \
+  --metric completions/mean_length --metric timing/step --metric timing/reward_wait_frac --metric perf/tokens_per_s
