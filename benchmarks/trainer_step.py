@@ -8,9 +8,15 @@ Runs the real trainer twice on the same tiny random model and prompts, against a
 
 It prints, per mode, the mean step time, the reward wait and its share of the step (goal: <= 5 % with overlap),
 and completion tokens per second, then the ratios overlap / no-overlap. The first step of each run is a warm-up
-and is left out. Figures depend on the machine's load: run it on an idle machine and say how loaded it was.
+and is left out; the modes alternate over ``--rounds`` runs and medians are printed, so a change in the machine's
+load hits both. Figures still depend on that load: say how loaded the machine was.
 
-    python benchmarks/trainer_step.py                 # CPU, about two minutes
+With ``C`` chunks per step, overlap can hide at most ``(C - 1) / C`` of the scoring time: the last chunk is
+scored after generation ends (behind the reference/old log-probs when ``beta > 0`` or ``num_iterations > 1``).
+
+    python benchmarks/trainer_step.py                 # CPU, random tiny Qwen2, about two minutes
+    python benchmarks/trainer_step.py --model examples/arithmetic/runs/sft \
+        --data examples/arithmetic/runs/data/train.jsonl   # the example's warmed-up policy
     python benchmarks/trainer_step.py --device cuda --hidden-size 896 --layers 24  # a 0.5B Qwen2 shape on GPU
 """
 
@@ -30,6 +36,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from transformers import AutoModelForCausalLM  # noqa: E402
+
 from trainer.config import config_from_dict  # noqa: E402
 from trainer.tiny import build_tiny_model, build_tokenizer  # noqa: E402
 from trainer.train import train  # noqa: E402
@@ -48,12 +56,13 @@ def _prompts(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: str, out: Path) -> dict[str, float]:
+def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: str, out: Path) -> list[dict[str, Any]]:
+    """One training run in ``mode``; returns the metrics of its measured steps."""
     cfg = config_from_dict(
         {
             "model_name_or_path": str(model_dir),
             "train_data": str(data),
-            "output_dir": str(out / mode),
+            "output_dir": str(out),
             "reward_server_urls": [url],
             "max_steps": args.steps + 1,
             "prompt_batch_size": args.prompts,
@@ -69,23 +78,25 @@ def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: 
             "seed": 0,
         }
     )
-    steps = train(cfg).history[1:]  # the first step warms up kernels and connections
-    step_s = statistics.mean(r["timing/step"] for r in steps)
-    wait_s = statistics.mean(r["timing/reward_wait"] for r in steps)
+    return train(cfg).history[1:]  # the first step warms up kernels and connections
+
+
+def _summary(steps: list[dict[str, Any]]) -> dict[str, float]:
+    med = statistics.median
     return {
-        "step_s": step_s,
-        "reward_wait_s": wait_s,
-        "reward_wait_share": wait_s / step_s,
-        "tokens_per_s": statistics.mean(r["perf/tokens_per_s"] for r in steps),
-        "generate_s": statistics.mean(r["timing/generate"] for r in steps),
-        "update_s": statistics.mean(r["timing/update"] for r in steps),
+        "step_s": med(r["timing/step"] for r in steps),
+        "reward_wait_s": med(r["timing/reward_wait"] for r in steps),
+        "reward_wait_share": med(r["timing/reward_wait_frac"] for r in steps),
+        "tokens_per_s": med(r["perf/tokens_per_s"] for r in steps),
+        "generate_s": med(r["timing/generate"] for r in steps),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running reward server; default: start one here")
-    parser.add_argument("--steps", type=int, default=6, help="measured steps per mode (plus one warm-up)")
+    parser.add_argument("--steps", type=int, default=5, help="measured steps per run (plus one warm-up step)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per mode, alternating the modes against drift")
     parser.add_argument("--prompts", type=int, default=16, help="prompt_batch_size")
     parser.add_argument("--generations", type=int, default=8, help="num_generations")
     parser.add_argument("--chunk", type=int, default=4, help="rollout_chunk_prompts")
@@ -95,21 +106,26 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--math-workers", type=int, default=1, help="worker processes of the server started here")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the trainer")
+    parser.add_argument("--model", type=Path, help="a HF model directory instead of a random tiny Qwen2")
+    parser.add_argument("--data", type=Path, help="prompt JSONL for --model (default: generated sums)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:
         root = Path(tmp)
-        data = root / "prompts.jsonl"
-        rows = _prompts(args.prompts * (args.steps + 1))
-        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        tokenizer = build_tokenizer([r["prompt"] + r["ground_truth"] for r in rows], vocab_size=384)
-        heads = max(1, args.hidden_size // 64)
-        model = build_tiny_model(
-            tokenizer, hidden_size=args.hidden_size, num_layers=args.layers, num_heads=heads, num_kv_heads=heads
-        )
-        model.save_pretrained(root / "model")
-        tokenizer.save_pretrained(root / "model")
-        n_params = sum(p.numel() for p in model.parameters())
+        data = args.data or root / "prompts.jsonl"
+        if args.data is None:
+            data.write_text("".join(json.dumps(r) + "\n" for r in _prompts(args.prompts * (args.steps + 1))))
+        rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
+        model_dir = args.model or root / "model"
+        if args.model is None:
+            tokenizer = build_tokenizer([r["prompt"] + r["ground_truth"] for r in rows], vocab_size=384)
+            heads = max(1, args.hidden_size // 64)
+            model = build_tiny_model(
+                tokenizer, hidden_size=args.hidden_size, num_layers=args.layers, num_heads=heads, num_kv_heads=heads
+            )
+            model.save_pretrained(model_dir)
+            tokenizer.save_pretrained(model_dir)
+        n_params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
 
         server = None
         url = args.url
@@ -126,7 +142,11 @@ def main() -> None:
             )
         try:
             load = os.getloadavg()[0]
-            results = {mode: _run(mode, args, root / "model", data, url, root) for mode in ("no-overlap", "overlap")}
+            steps: dict[str, list[dict[str, Any]]] = {"no-overlap": [], "overlap": []}
+            for k in range(args.rounds):
+                for mode in steps:
+                    steps[mode] += _run(mode, args, model_dir, data, url, root / f"{mode}-{k}")
+            results = {mode: _summary(rows) for mode, rows in steps.items()}
         finally:
             if server is not None:
                 server.terminate()
@@ -135,7 +155,8 @@ def main() -> None:
     print(
         f"model: {n_params / 1e6:.1f}M parameters on {args.device}; {args.prompts} prompts x {args.generations} "
         f"completions of <= {args.completion_length} tokens per step, chunks of {args.chunk} prompts; "
-        f"{args.steps} measured steps per mode; load average at start {load:.2f} on {os.cpu_count()} cores"
+        f"{args.rounds} x {args.steps} measured steps per mode, alternating; medians; load average at start "
+        f"{load:.2f}, at end {os.getloadavg()[0]:.2f}, on {os.cpu_count()} cores"
     )
     print(f"{'mode':<11} {'step s':>8} {'reward wait s':>14} {'wait share':>11} {'tokens/s':>9} {'generate s':>11}")
     for mode, r in results.items():
@@ -148,6 +169,8 @@ def main() -> None:
         f"overlap / no-overlap: reward wait x{ours['reward_wait_s'] / base['reward_wait_s']:.2f}, "
         f"step time x{ours['step_s'] / base['step_s']:.2f}, tokens/s x{ours['tokens_per_s'] / base['tokens_per_s']:.2f}"
     )
+    hidden = 1 - ours["reward_wait_s"] / base["reward_wait_s"] if base["reward_wait_s"] > 0 else float("nan")
+    print(f"scoring time per step (the no-overlap wait): {base['reward_wait_s']:.3f} s; overlap hides {hidden:.0%}")
     goal = "meets" if ours["reward_wait_share"] <= 0.05 else "misses"
     print(f"reward wait share with overlap: {ours['reward_wait_share']:.1%} ({goal} the <= 5% goal)")
 
