@@ -1,12 +1,12 @@
 """How much of a GRPO step waits on rewards, with scoring overlapped with generation and without.
 
-Runs the real trainer twice on the same tiny random model and prompts, against a live reward server
-(``python -m reward_server``, started here unless ``--url`` names a running one):
+Runs the real trainer in two modes on the same model (a random tiny Qwen2 unless ``--model``) and prompts, against
+a live reward server (``python -m reward_server``, started here unless ``--url`` names a running one):
 
 * ``overlap``: each chunk of groups is scored while the next chunk generates (the trainer's default);
 * ``no-overlap``: the same chunks, but the loop blocks on each chunk's rewards before generating the next.
 
-It prints, per mode, the mean step time, the reward wait and its share of the step (goal: <= 5 % with overlap),
+It prints, per mode, the median step time, the reward wait and its share of the step (goal: <= 5 % with overlap),
 and completion tokens per second, then the ratios overlap / no-overlap. The first step of each run is a warm-up
 and is left out; the modes alternate over ``--rounds`` runs and medians are printed, so a change in the machine's
 load hits both. Figures still depend on that load: say how loaded the machine was.
@@ -17,7 +17,9 @@ scored after generation ends (behind the reference/old log-probs when ``beta > 0
     python benchmarks/trainer_step.py                 # CPU, random tiny Qwen2, about two minutes
     python benchmarks/trainer_step.py --model examples/arithmetic/runs/sft \
         --data examples/arithmetic/runs/data/train.jsonl   # the example's warmed-up policy
-    python benchmarks/trainer_step.py --device cuda --hidden-size 896 --layers 24  # a 0.5B Qwen2 shape on GPU
+    # Qwen2-0.5B's shape on GPU (random weights; the vocabulary is this script's tokenizer, not Qwen's 152k):
+    python benchmarks/trainer_step.py --device cuda --hidden-size 896 --layers 24 --heads 14 --kv-heads 2 \
+        --intermediate-size 4864 --completion-length 256 --math-workers 8
 """
 
 from __future__ import annotations
@@ -103,6 +105,9 @@ def main() -> None:
     parser.add_argument("--completion-length", type=int, default=48)
     parser.add_argument("--hidden-size", type=int, default=192)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--intermediate-size", type=int, default=None, help="default 4 x hidden size")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--math-workers", type=int, default=1, help="worker processes of the server started here")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the trainer")
@@ -119,9 +124,13 @@ def main() -> None:
         model_dir = args.model or root / "model"
         if args.model is None:
             tokenizer = build_tokenizer([r["prompt"] + r["ground_truth"] for r in rows], vocab_size=384)
-            heads = max(1, args.hidden_size // 64)
             model = build_tiny_model(
-                tokenizer, hidden_size=args.hidden_size, num_layers=args.layers, num_heads=heads, num_kv_heads=heads
+                tokenizer,
+                hidden_size=args.hidden_size,
+                num_layers=args.layers,
+                num_heads=args.heads,
+                num_kv_heads=args.kv_heads,
+                intermediate_size=args.intermediate_size,
             )
             model.save_pretrained(model_dir)
             tokenizer.save_pretrained(model_dir)
