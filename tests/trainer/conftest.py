@@ -23,7 +23,7 @@ CHAT_TEMPLATE = (
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread() -> None:
     """Tiny models gain nothing from more threads, and on a busy machine OpenMP threads spin against each other
-    (a 30x slowdown was measured on the shared 2-core box)."""
+    (30 warm-up steps took 31 s instead of 0.65 s on the shared 2-core box)."""
     torch.set_num_threads(1)
 
 
