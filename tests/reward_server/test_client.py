@@ -328,3 +328,39 @@ def test_trl_reward_function_names_the_missing_column() -> None:
     fn = reward_function(_client(FakeServer()))
     with pytest.raises(KeyError, match="ground_truth_column"):
         fn(["a"], answer=["1"])
+
+
+# ------------------------------------------------------------------------------------------ against the real app
+
+
+def test_client_speaks_the_real_apps_contract() -> None:
+    """The client against the app itself (in process, through FastAPI's TestClient): field names, statuses."""
+    from fastapi.testclient import TestClient
+
+    from reward_server.app import create_app
+    from reward_server.settings import Settings
+
+    items = [
+        RewardItem(
+            id="g0-c0",
+            task="math",
+            response="<think>6 * 7 = 42</think>\n<answer>42</answer>",
+            ground_truth="42",
+            group_id="g0",
+            prompt="What is 6 times 7?",
+            num_tokens=12,
+        ),
+        RewardItem(id="g0-c1", task="math", response="<think>6 + 7</think>\n<answer>13</answer>", ground_truth="42"),
+        RewardItem(id="g1-c0", task="math", response="<think>x</think> 5", ground_truth="???"),  # no value
+    ]
+    with TestClient(create_app(Settings(math_workers=1))) as app:
+        client = RewardClient("http://testserver", client=app)
+        client.wait_ready(timeout_s=60)
+        results = client.score(items, components={"accuracy": 1.0, "format": 0.5})
+        with pytest.raises(RewardServerError, match="422") as err:
+            client.score(items, components={"acuracy": 1.0})
+    assert [r.id for r in results] == ["g0-c0", "g0-c1", "g1-c0"]
+    assert [r.components["accuracy"].score for r in results[:2]] == [1.0, 0.0]
+    assert results[0].reward == 1.5 and results[0].components["format"].weight == 0.5
+    assert results[2].reward is None and results[2].status == "invalid_ground_truth"
+    assert "acuracy" in str(err.value)  # the 422 names the bad component
