@@ -178,12 +178,13 @@ def test_text_after_an_end_of_turn_token_fails(completion: str, token: str) -> N
     assert result.score == 0.0 and result.info["checks"]["nothing_else"] is False and result.info["answer"] is None
 
 
-def test_end_of_turn_token_inside_code_is_text() -> None:
-    completion = "<think>x</think>ChatML ends a turn with `<|im_end|>`, then the user speaks.<|im_end|>"
-    result = score_format(completion, STRICT)
-    assert (
-        result.score == 1.0 and result.info["answer"] == "ChatML ends a turn with `<|im_end|>`, then the user speaks."
-    )
+def test_end_of_turn_token_inside_code_or_thinking_is_text() -> None:
+    answer = "ChatML ends a turn with `<|im_end|>`, then the user speaks."
+    result = score_format(f"<think>x</think>{answer}<|im_end|>", STRICT)
+    assert result.score == 1.0 and result.info["answer"] == answer
+    # The thinking may discuss chat templates: only what follows </think> is searched for the tokens.
+    completion = "<think>Qwen ends each turn with <|im_end|> and then a newline.</think>\n42<|im_end|>"
+    assert score_format(completion, STRICT).score == 1.0
 
 
 # Whitespace of every kind and the invisible (default-ignorable) characters are blank.
