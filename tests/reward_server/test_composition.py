@@ -80,15 +80,20 @@ def test_item_overrides_request_and_preset_weights(client: TestClient) -> None:
 
 
 def test_unscorable_component_nulls_the_reward(client: TestClient) -> None:
-    # No target language and no prompt: the language component cannot be scored.
+    # No target language, no prompt and no default target: the language component cannot be scored.
+    no_default = {"weight": 1, "default_target": None}
     [r] = score(
-        client, [{"id": "a", "response": GOOD, "ground_truth": "12"}], components={"accuracy": 1, "language": 1}
+        client,
+        [{"id": "a", "response": GOOD, "ground_truth": "12"}],
+        components={"accuracy": 1, "language": no_default},
     )
     assert r["reward"] is None and r["status"] == "no_target"
     assert r["components"]["accuracy"]["score"] == 1.0  # the others still come back
     # A weight of 0 reports the component without letting it null the reward.
     [r] = score(
-        client, [{"id": "a", "response": GOOD, "ground_truth": "12"}], components={"accuracy": 1, "language": 0}
+        client,
+        [{"id": "a", "response": GOOD, "ground_truth": "12"}],
+        components={"accuracy": 1, "language": {**no_default, "weight": 0}},
     )
     assert r["reward"] == 1.0 and r["components"]["language"]["status"] == "no_target"
 
