@@ -22,15 +22,11 @@ import logging
 import os
 import random
 import re
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
+from _serve import REPO, local_server
 
-REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("RLVR_DATA_DIR", REPO.parent / "shared" / "data"))
 
 # Of each group of 16: 6 correct, 5 wrong, 2 unanswered (cut off mid-reasoning), 3 long correct ones.
@@ -77,48 +73,23 @@ def run_baseline(items: list[dict]) -> tuple[float, list[bool]]:
     return time.perf_counter() - start, verdicts
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def run_server(items: list[dict], batch: int, in_flight: int) -> tuple[float, list[float | None]]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RLVR_LOG_LEVEL": "warning"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=REPO
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
-            for _ in range(600):
-                try:
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.2)
-            else:
-                raise RuntimeError("server did not become ready")
-            body = [{k: v for k, v in it.items() if k != "kind"} for it in items]
-            chunks = [body[i : i + batch] for i in range(0, len(body), batch)]
-            rewards: list[float | None] = [None] * len(items)
-            sem = asyncio.Semaphore(in_flight)
+    async with local_server() as client:
+        body = [{k: v for k, v in it.items() if k != "kind"} for it in items]
+        chunks = [body[i : i + batch] for i in range(0, len(body), batch)]
+        rewards: list[float | None] = [None] * len(items)
+        sem = asyncio.Semaphore(in_flight)
 
-            async def send(ci: int) -> None:
-                async with sem:
-                    r = await client.post("/v1/rewards", json={"items": chunks[ci]})
-                    r.raise_for_status()
-                    for j, res in enumerate(r.json()["results"]):
-                        rewards[ci * batch + j] = res["reward"]
+        async def send(ci: int) -> None:
+            async with sem:
+                r = await client.post("/v1/rewards", json={"items": chunks[ci]})
+                r.raise_for_status()
+                for j, res in enumerate(r.json()["results"]):
+                    rewards[ci * batch + j] = res["reward"]
 
-            start = time.perf_counter()
-            await asyncio.gather(*(send(i) for i in range(len(chunks))))
-            return time.perf_counter() - start, rewards
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        start = time.perf_counter()
+        await asyncio.gather(*(send(i) for i in range(len(chunks))))
+        return time.perf_counter() - start, rewards
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from reward_server.metrics import Metrics
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.workers import WorkerPool
+from sandbox import Sandbox
 
 
 def get_settings(request: Request) -> Settings:
@@ -36,7 +37,20 @@ def get_scoring(request: Request) -> ScoringContext:
     return scoring
 
 
+def get_sandbox(request: Request) -> Sandbox:
+    scoring: ScoringContext | None = getattr(request.app.state, "scoring", None)
+    if scoring is None:
+        raise HTTPException(status_code=503, detail="the server is starting", headers={"Retry-After": "1"})
+    if scoring.sandbox is None:
+        raise HTTPException(
+            status_code=503, detail=f"code execution is unavailable on this server: {scoring.sandbox_unavailable}"
+        )
+    sandbox: Sandbox = scoring.sandbox
+    return sandbox
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]
 ScoringDep = Annotated[ScoringContext, Depends(get_scoring)]
+SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]

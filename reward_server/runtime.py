@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from reward_server.code_sandbox import start_sandbox
 from reward_server.metrics import Metrics
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
@@ -39,6 +40,9 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
         # Past the soft in-worker deadline, give the worker a moment to report before killing it.
         grace_s=0.25,
     )
+    # The sandbox starts beside the pool; where it cannot run, code scores are sandbox_error and the
+    # code endpoints answer 503, while everything else works.
+    sandbox_start = asyncio.ensure_future(start_sandbox(settings))
     try:
         # The language detector's models take seconds to load: do it beside the pool's start, not on the
         # first request.
@@ -47,11 +51,22 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
         if metrics is not None:
             metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
         logger.info("math pool ready: %d workers", settings.math_workers)
+        sandbox, sandbox_unavailable = await sandbox_start
+        if metrics is not None and sandbox is not None:
+            live = sandbox
+            metrics.workers_alive.labels("sandbox").set_function(lambda: live.alive)
         yield ScoringContext(
             math_pool=pool,
             math_timeout_s=settings.math_timeout_s,
             math_max_timeout_s=settings.math_max_timeout_s,
             metrics=metrics,
+            sandbox=sandbox,
+            sandbox_unavailable=sandbox_unavailable,
+            code_limits=settings.sandbox_default_limits(),
+            code_max_limits=settings.sandbox_max_limits(),
         )
     finally:
         await pool.close()
+        sandbox, _ = await sandbox_start
+        if sandbox is not None:
+            await sandbox.close()

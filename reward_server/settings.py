@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandbox import Limits
+
 
 def _default_workers() -> int:
     return max(1, os.cpu_count() or 1)
@@ -46,11 +48,76 @@ class Settings(BaseSettings):
     )
     worker_start_timeout_s: float = Field(120.0, gt=0, description="How long /readyz may wait for workers.")
 
+    # Code sandbox (issue 3).
+    sandbox_backend: Literal["local", "docker"] = Field(
+        "local", description="`local`: bubblewrap on this host; `docker`: warm containers of `sandbox_image`."
+    )
+    sandbox_pool_size: int = Field(
+        default_factory=_default_workers, ge=1, le=256, description="Warm sandboxes, i.e. programs run at once."
+    )
+    sandbox_image: str = Field("rlvr-sandbox:latest", description="Image of the docker backend.")
+    sandbox_bwrap: str = Field("bwrap", description="The bubblewrap executable of the local backend.")
+    sandbox_work_mb: int = Field(256, ge=16, le=65536, description="tmpfs for work directories, per sandbox (MiB).")
+    sandbox_cpus: float = Field(1.0, gt=0, le=64, description="CPU share of one sandbox, in CPUs.")
+    sandbox_time_s: float = Field(5.0, gt=0, description="Default wall-clock limit per run / test case (s).")
+    sandbox_memory_mb: int = Field(512, ge=16, description="Default memory (address space) limit per run (MiB).")
+    sandbox_max_time_s: float = Field(30.0, gt=0, le=600, description="Largest `limits.time_s` a request gets.")
+    sandbox_max_memory_mb: int = Field(2048, ge=16, description="Largest `limits.memory_mb` a request gets.")
+    sandbox_max_processes: int = Field(64, ge=1, le=4096, description="Largest `limits.max_processes`.")
+    sandbox_max_output_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Largest `limits.output_bytes` (stdout kept per run)."
+    )
+    sandbox_max_stack_mb: int = Field(1024, ge=1, description="Largest `limits.stack_mb`.")
+    sandbox_max_source_bytes: int = Field(
+        512 * 1024, ge=1, description="Longest program accepted (bytes of UTF-8); longer is rejected with 422."
+    )
+    sandbox_max_cases: int = Field(1000, ge=1, description="Most test cases in one request; more is rejected with 422.")
+    sandbox_compile_time_s: float = Field(20.0, gt=0, le=600, description="Wall-clock limit of a compile stage (s).")
+    sandbox_compile_memory_mb: int = Field(2048, ge=64, description="Memory limit of a compile stage (MiB).")
+    sandbox_tail_bytes: int = Field(2048, ge=0, description="stdout/stderr kept per test case in results.")
+
     # Request limits.
     max_batch_items: int = Field(4096, ge=1, description="Largest `items` list in one request; above it: 413.")
+    max_body_mb: float = Field(256.0, gt=0, description="Largest request body in MB; above it: 413.")
+    max_ground_truth_chars: int = Field(
+        50_000, ge=1, description="Longest reference answer accepted; longer is rejected with 422."
+    )
     max_response_chars: int = Field(
         200_000, ge=1, description="Longest completion accepted; longer text is rejected with 422."
     )
+
+    def sandbox_default_limits(self) -> Limits:
+        """The limits of a run whose request names none, within the maxima."""
+        return Limits(
+            time_s=self.sandbox_time_s,
+            memory_mb=self.sandbox_memory_mb,
+            compile_time_s=self.sandbox_compile_time_s,
+            compile_memory_mb=self.sandbox_compile_memory_mb,
+        ).capped(self.sandbox_max_limits())
+
+    def sandbox_max_limits(self) -> Limits:
+        """The most any request gets; also what each sandbox's cgroup or container is sized for."""
+        return Limits(
+            time_s=self.sandbox_max_time_s,
+            memory_mb=self.sandbox_max_memory_mb,
+            max_processes=self.sandbox_max_processes,
+            output_bytes=self.sandbox_max_output_bytes,
+            stack_mb=self.sandbox_max_stack_mb,
+            file_size_mb=Limits().file_size_mb,
+            compile_time_s=self.sandbox_compile_time_s,
+            compile_memory_mb=self.sandbox_compile_memory_mb,
+        )
+
+    @model_validator(mode="after")
+    def _check_sandbox_limits(self) -> Settings:
+        for name in ("time_s", "memory_mb"):
+            default, maximum = getattr(self, f"sandbox_{name}"), getattr(self, f"sandbox_max_{name}")
+            if default > maximum:
+                raise ValueError(
+                    f"sandbox_{name} ({default}) must not exceed sandbox_max_{name} ({maximum}); "
+                    f"raise RLVR_SANDBOX_MAX_{name.upper()} or lower RLVR_SANDBOX_{name.upper()}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _check_timeouts(self) -> Settings:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
+from reward_server.schemas.code import CodeTests
 from reward_server.schemas.language import LanguageCode
 
 ComponentSpec = StrictFloat | StrictInt | dict[str, Any]
@@ -38,7 +39,9 @@ class RewardItem(BaseModel):
     task: Literal["math", "code"] = Field("math", description="What the `accuracy` component checks.")
     response: str = Field(description="The completion text.")
     ground_truth: str | None = Field(None, description="Reference answer (required for `task: math`).")
-    tests: dict[str, Any] | None = Field(None, description="Test cases (required for `task: code`).")
+    tests: CodeTests | None = Field(
+        None, description="Test cases (required for `task: code`): `{'type': 'stdio'|'assert'|'call', ...}`."
+    )
     prompt: str | None = Field(None, description="The prompt; used to detect the target language if none is given.")
     language: LanguageCode | None = Field(
         None, description="Target language of the reasoning (ISO 639-1), for `language`; else taken from `prompt`."

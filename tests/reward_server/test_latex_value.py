@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from reward_server.verifiers.latex_value import SAMPLE_POINTS, latex_value
+from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,206 @@
+"""Request/result models of ``POST /v1/code/run`` and ``POST /v1/code/test`` (and code items' ``tests``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from sandbox import (
+    AssertTests,
+    CallCase,
+    CallTests,
+    RunResult,
+    StdioCase,
+    StdioTests,
+    TestReport,
+    TestSpec,
+    get_language,
+)
+
+_STATUS_DOC = (
+    "`ok` (run only), `passed`, `wrong_answer`, `runtime_error`, `timeout`, `memory_limit`, `output_limit`, "
+    "`compile_error`, `skipped`, `sandbox_error` (our fault: never a wrong answer) or `grader_error` "
+    "(the tests cannot be graded)."
+)
+
+
+LanguageName = Annotated[str, AfterValidator(lambda value: get_language(value).name)]
+"""A supported language (aliases allowed), stored under its canonical name; unknown ones are a 422."""
+
+
+class CodeLimits(BaseModel):
+    """Per-request limits. Each is capped by the server's maximum (``RLVR_SANDBOX_MAX_*``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time_s: float | None = Field(None, gt=0, description="Wall-clock limit per run / test case, in seconds.")
+    memory_mb: int | None = Field(None, gt=0, description="Memory (address space) limit, in MiB.")
+    max_processes: int | None = Field(None, gt=0, description="Processes and threads at once.")
+    output_bytes: int | None = Field(None, gt=0, description="stdout (and stderr) kept per run; more is output_limit.")
+    stack_mb: int | None = Field(None, gt=0, description="Stack size, in MiB (deep recursion needs more).")
+
+
+class CodeAccuracyParams(BaseModel):
+    """Options of the ``accuracy`` component for ``task: "code"`` items of ``POST /v1/rewards``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: LanguageName = Field("python", description="Language of the program and of the fenced block to take.")
+    code_block: Literal["last", "first", "none"] = Field(
+        "last", description="Which fenced block is the program (`none`: the whole completion)."
+    )
+    after_think: bool = Field(True, description="Look for the block only after the last `</think>`.")
+    all_or_nothing: bool = Field(False, description="Reward 1 only if every case passes (default: fraction).")
+    early_stop: bool = Field(False, description="Stop at the first failing case.")
+    limits: CodeLimits | None = Field(None, description="Per-item limits, capped by the server's maxima.")
+
+
+class _Program(BaseModel):
+    language: LanguageName = Field(
+        description="`python` or `cpp` (aliases: python3, py, c++, cxx, cc).", examples=["python"]
+    )
+    code: str = Field(description="The program's source.", examples=["print(sum(map(int, input().split())))"])
+    limits: CodeLimits | None = Field(None, description="Per-request limits, capped by the server's maxima.")
+
+
+class CodeRunRequest(_Program):
+    """One program, run once."""
+
+    stdin: str = Field("", description="Standard input.", examples=["3 4\n"])
+
+
+class CodeRunResult(BaseModel):
+    status: str = Field(description=_STATUS_DOC, examples=["ok"])
+    stdout: str = Field(description="Standard output (the first `limits.output_bytes`).")
+    stderr: str = Field(description="The end of standard error (or the compiler's messages).")
+    stdout_truncated: bool = False
+    exit_code: int | None = Field(None, description="Exit code; null when killed by a signal or not run.")
+    signal: int | None = Field(None, description="The signal that ended the program, if any.")
+    time_s: float = Field(0.0, description="Wall-clock run time, in seconds (queueing excluded).")
+    memory_mb: float = Field(0.0, description="Peak resident memory, in MiB.")
+    detail: str | None = Field(None, description="Why, in words, when status is not `ok`.")
+
+    @classmethod
+    def from_result(cls, result: RunResult, tail_bytes: int) -> CodeRunResult:
+        run = result.run
+        if run is None:  # the compile stage failed: its messages are the useful output
+            stage = result.compile
+            stderr = stage.stderr[-max(tail_bytes, 1024) :] if stage is not None else b""
+            return cls(
+                status=str(result.status),
+                stdout="",
+                stderr=stderr.decode("utf-8", "replace"),
+                detail=result.detail or "compilation failed",
+            )
+        return cls(
+            status=str(result.status),
+            stdout=run.stdout.decode("utf-8", "replace"),
+            stderr=run.stderr[-tail_bytes:].decode("utf-8", "replace") if tail_bytes else "",
+            stdout_truncated=run.stdout_truncated,
+            exit_code=run.exit_code,
+            signal=run.signal,
+            time_s=run.time_s,
+            memory_mb=run.memory_mb,
+            detail=run.detail,
+        )
+
+
+class StdioCaseIn(BaseModel):
+    input: str = Field("", description="Standard input of the case.")
+    output: str = Field(description="Expected standard output.")
+
+
+class StdioTestsIn(BaseModel):
+    """stdin/stdout cases (APPS, CodeContests, LiveCodeBench, Codeforces)."""
+
+    type: Literal["stdio"]
+    cases: list[StdioCaseIn]
+    comparator: Literal["exact", "whitespace", "float"] = Field(
+        "whitespace",
+        description="`whitespace`: CRLF, trailing spaces and trailing newlines normalised, same line count; "
+        "`exact`: bytes; `float`: numeric tokens within `abs_tol`/`rel_tol`.",
+    )
+    abs_tol: float = Field(1e-6, ge=0)
+    rel_tol: float = Field(1e-6, ge=0)
+
+    def to_spec(self) -> StdioTests:
+        cases = tuple(StdioCase(c.input.encode(), c.output.encode()) for c in self.cases)
+        return StdioTests(cases, self.comparator, abs_tol=self.abs_tol, rel_tol=self.rel_tol)
+
+
+class AssertTestsIn(BaseModel):
+    """Assert-based tests: HumanEval (`test` defining `check`, with `entry_point`) or MBPP (`test_list`)."""
+
+    type: Literal["assert"]
+    test: str | None = Field(None, description="Test code; with `entry_point`, `check(entry_point)` is called.")
+    entry_point: str | None = Field(None, description="The function under test (HumanEval).")
+    test_list: list[str] = Field(default_factory=list, description="Assert statements, one case each (MBPP).")
+    setup_code: str = Field("", description="Code run after the program, before the tests (MBPP test_setup_code).")
+
+    def to_spec(self) -> AssertTests:
+        return AssertTests(self.test, self.entry_point, tuple(self.test_list), self.setup_code)
+
+
+class CallCaseIn(BaseModel):
+    input: list[Any] = Field(description="Positional arguments, as JSON.")
+    output: Any = Field(description="Expected return value, as JSON (a tuple equals a list).")
+
+
+class CallTestsIn(BaseModel):
+    """Call-based tests (APPS/TACO call-based, LiveCodeBench functional)."""
+
+    type: Literal["call"]
+    fn_name: str = Field(description="Function to call (a top-level function or a method of `Solution`).")
+    cases: list[CallCaseIn]
+    abs_tol: float = Field(0.0, ge=0)
+    rel_tol: float = Field(1e-9, ge=0)
+
+    def to_spec(self) -> CallTests:
+        cases = tuple(CallCase(tuple(c.input), c.output) for c in self.cases)
+        return CallTests(self.fn_name, cases, abs_tol=self.abs_tol, rel_tol=self.rel_tol)
+
+
+CodeTests = Annotated[StdioTestsIn | AssertTestsIn | CallTestsIn, Field(discriminator="type")]
+
+
+class CodeTestRequest(_Program):
+    """One program against a test list."""
+
+    tests: CodeTests
+    early_stop: bool = Field(False, description="Stop at the first failing case; the rest are `skipped`.")
+    all_or_nothing: bool = Field(False, description="Reward 1 only if every case passes (default: fraction).")
+
+    def spec(self) -> TestSpec:
+        return self.tests.to_spec()
+
+
+class CaseOut(BaseModel):
+    index: int
+    status: str = Field(description=_STATUS_DOC)
+    time_s: float = Field(description="Wall-clock time of the case, in seconds.")
+    memory_mb: float = Field(description="Peak resident memory, in MiB.")
+    exit_code: int | None = None
+    stdout: str = Field("", description="The end of stdout, cut to the server's tail limit.")
+    stderr: str = Field("", description="The end of stderr, cut to the server's tail limit.")
+    detail: str | None = Field(None, description="What differed or failed.")
+
+
+class CodeTestResult(BaseModel):
+    status: str = Field(description="`passed`, the status of the first failing case, or " + _STATUS_DOC)
+    passed: int
+    total: int
+    reward: float | None = Field(description="Fraction passed (or 1/0 with all_or_nothing); null: not scoreable.")
+    cases: list[CaseOut]
+    detail: str | None = None
+
+    @classmethod
+    def from_report(cls, report: TestReport, *, all_or_nothing: bool) -> CodeTestResult:
+        return cls(
+            status=str(report.status),
+            passed=report.passed,
+            total=report.total,
+            reward=report.reward(all_or_nothing=all_or_nothing),
+            cases=[CaseOut.model_validate(c, from_attributes=True) for c in report.cases],
+            detail=report.detail,
+        )

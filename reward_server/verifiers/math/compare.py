@@ -1,0 +1,530 @@
+"""Comparing a final answer with the reference: the reference, members and hedges, the fast value checks,
+and math-verify for the rest."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from reward_server.verifiers.math.extract import _box_answer, _last_anchor_value
+from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
+from reward_server.verifiers.math.text import (
+    _LEADING_VAR,
+    _MC_LETTER,
+    Num,
+    _find_boxes,
+    _numbers_match,
+    _strip_math_delimiters,
+    _unwrap_text_commands,
+    normalize_answer,
+    normalize_unicode,
+    parse_number,
+)
+from reward_server.verifiers.math.types import MathOptions
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed reference answer (cached per worker: a group parses its reference once).
+
+    Attributes:
+        raw: the reference as given.
+        answer: the final answer text taken out of it (``#### 42`` -> ``42``; last box of a solution).
+        kind: ``choice`` (a multiple-choice letter), ``text`` (a word answer), or ``math``.
+        members: the values a complete answer must give: one, or several for a list/set/``±`` reference.
+        norm: the normalised answer as a whole (tuples, intervals, sets compare as one object).
+        letter: the letter of a ``choice`` reference.
+        invalid: why the reference has no value, or ``None``.
+    """
+
+    raw: str
+    answer: str
+    kind: str
+    members: tuple[str, ...]
+    norm: str = ""
+    letter: str | None = None
+    invalid: str | None = None
+
+    @property
+    def shown(self) -> str:
+        if self.kind == "choice":
+            return str(self.letter)
+        return ", ".join(self.members) if len(self.members) > 1 else (self.members[0] if self.members else "")
+
+
+_GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
+
+
+def _reference_answer_text(raw: str) -> str:
+    """The answer inside a reference: bare, ``$...$``, ``\\boxed{}`` (last), or GSM8K ``#### 42``."""
+    text = raw.strip()
+    if "####" in text:
+        text = text.rsplit("####", 1)[1].strip()
+        return text.splitlines()[0].strip() if text else ""
+    boxes = _find_boxes(text)
+    if boxes and boxes[-1][2] is not None:
+        # A worked solution (MATH): its answer is the last box, plus boxes joined to it.
+        ext = _box_answer(text, boxes, liberal=True)
+        if ext.parts:
+            return ", ".join(ext.parts)
+    # "The answer is 42", "Final answer: $\\frac{1}{2}$": the value the sentence states.
+    stated = _last_anchor_value(text, value_only=True)
+    return stated if stated is not None else text
+
+
+def _split_top_level(s: str, seps: str = ",;") -> list[str]:
+    """Split on separators that are outside every bracket: ``1, (2,3)`` -> ``1``, ``(2,3)``."""
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s) and s[i + 1] in "{}":
+            cur.append(s[i : i + 2])
+            depth += 1 if s[i + 1] == "{" else -1
+            i += 2
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c in seps and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _expand_pm(s: str) -> list[str]:
+    r"""``\pm 17`` -> ``17``, ``-17``; ``1 \pm \sqrt{2}`` -> ``1 + \sqrt{2}``, ``1 - \sqrt{2}``."""
+    m = re.search(r"\\(?:pm|mp)(?![A-Za-z])", s)
+    if not m:
+        return [s]
+    head, tail = s[: m.start()].rstrip(), s[m.end() :].lstrip()
+    if not head or head.endswith(("=", "(", ",")):
+        plus, minus = head + tail, head + "-" + tail
+    else:
+        plus, minus = head + "+" + tail, head + "-" + tail
+    return _expand_pm(plus) + _expand_pm(minus)
+
+
+def _members(answer: str) -> list[str]:
+    """The values an answer gives: split a bare list, unwrap a set ``\\{...\\}``, expand ``±``."""
+    s = answer.strip()
+    if s.startswith("\\{") and s.endswith("\\}"):
+        s = s[2:-2]
+    parts = _split_top_level(s)
+    out: list[str] = []
+    for p in parts:
+        # "x = 5" gives the value 5; "y = 2x + 3" is an equation and stays one.
+        m = _LEADING_VAR.match(p)
+        if m and not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", p[m.end() :])):
+            p = p[m.end() :]
+        p = p.strip()
+        out.extend(x.strip() for x in _expand_pm(p))
+    return [p for p in out if p]
+
+
+# Longest final answer compared (unless the reference is long too).
+_MAX_ANSWER_CHARS = 1000
+
+_CHOICE_TOKEN = re.compile(r"(?<![A-Za-z\\])\(?([A-J])\)?(?![A-Za-z])")
+
+
+def _choice_letters(s: str) -> set[str]:
+    """Every choice letter an answer names: "(C) or (D)" names two, a hedge."""
+    return set(_CHOICE_TOKEN.findall(_unwrap_text_commands(s)))
+
+
+def _choice_letter(s: str) -> str | None:
+    s = _unwrap_text_commands(s.strip()).strip().strip("*").strip().rstrip(".").strip()
+    m = _MC_LETTER.match(s)
+    if not m:
+        return None
+    letter = m.group(1) or m.group(2)
+    rest = s[m.end(1) if m.group(1) else m.end(2) :]
+    # "A" alone, "(B)", "C)", "(D) 12" are letters; "A = 5" or "B^2" are not.
+    if re.match(r"^\s*\)?\s*[.:]?\s*$", rest) or re.match(r"^\s*\)\s", rest):
+        return letter
+    return None
+
+
+def _looks_like_prose(s: str) -> bool:
+    words = re.findall(r"[A-Za-z]{2,}", _unwrap_text_commands(s))
+    latex_cmds = re.findall(r"\\[A-Za-z]+", s)
+    return len(words) >= 4 and len(latex_cmds) <= len(words) // 4
+
+
+def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
+    """Parse a reference answer once: extract its answer, classify it, and parse its members.
+
+    Accepts a bare answer (``42``, ``\\frac{1}{2}``), one in ``$...$``, in ``\\boxed{}``, a worked
+    solution ending in a box, or a GSM8K solution ending in ``#### 42``. Never raises: a reference without
+    a value is returned with ``invalid`` set.
+    """
+    options = options or MathOptions()
+    answer_text = _reference_answer_text(raw)
+    if not answer_text.strip():
+        return Reference(raw, "", "math", (), invalid="the reference answer is empty")
+    letter = _choice_letter(normalize_unicode(_strip_math_delimiters(answer_text)))
+    if letter is not None:
+        return Reference(raw, answer_text, "choice", (letter,), letter=letter)
+    norm = normalize_answer(answer_text)
+    if not norm:
+        return Reference(raw, answer_text, "math", (), invalid="the reference answer is empty")
+    if _looks_like_prose(norm):
+        return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
+    members = _members(norm)
+    if _is_word_answer(norm):
+        return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
+    if not _has_a_value(members, norm):
+        plain = _unwrap_text_commands(norm).strip()
+        if re.fullmatch(r"[A-Za-z][A-Za-z '\-]{0,40}", plain) and len(plain.split()) <= 3:
+            return Reference(raw, answer_text, "text", (plain.lower(),), norm)
+        return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
+    return Reference(raw, answer_text, "math", tuple(members), norm)
+
+
+_MATHY = re.compile(r"\d|\\(?:frac|sqrt|pi|infty|begin|cup|cap|le|ge|ne|pm|sin|cos|tan|log|ln)(?![A-Za-z])|[=^_<>]")
+
+
+def _has_a_value(members: list[str], norm: str) -> bool:
+    """Does the reference hold a value? Cheap checks first; sympy only for what they cannot read."""
+    if any(parse_number(m) is not None or latex_value(m, SAMPLE_POINTS[0]) is not None for m in members):
+        return True
+    if _MATHY.search(norm):
+        return True  # digits, operators or math commands: an expression, a set, an interval, a matrix
+    if any(_has_value(_mv_parse(m, gold=True)) for m in members):
+        return True
+    return len(members) > 1 and _has_value(_mv_parse(norm, gold=True))
+
+
+def _is_word_answer(norm: str) -> bool:
+    plain = _unwrap_text_commands(norm).strip()
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z '\-]{2,40}", plain)) and "\\" not in plain and len(plain.split()) <= 3
+
+
+# ============================================================================ math-verify glue
+
+
+def _mv_configs() -> tuple[Any, Any]:
+    from latex2sympy2_extended import NormalizationConfig
+    from math_verify import LatexExtractionConfig
+
+    # Predictions: math-verify's README recommendation for rewards (a fully valid LaTeX answer);
+    # references: its lenient default (malformed operators and nits fixed).
+    pred = LatexExtractionConfig(
+        boxed_match_priority=0,
+        try_extract_without_anchor=False,
+        normalization_config=NormalizationConfig(
+            basic_latex=True, units=True, malformed_operators=False, nits=False, boxed="all", equations=False
+        ),
+    )
+    gold = LatexExtractionConfig(boxed_match_priority=0, try_extract_without_anchor=False)
+    return pred, gold
+
+
+@functools.cache
+def _configs() -> tuple[Any, Any]:
+    return _mv_configs()
+
+
+@functools.lru_cache(maxsize=8192)
+def _mv_parse(s: str, *, gold: bool) -> Any:
+    """math-verify's parse of one clean answer string: a sympy object, or ``None`` if it has no value."""
+    from math_verify import parse
+
+    pred_cfg, gold_cfg = _configs()
+    # Wrapped in \boxed{} so that math-verify takes the whole string as the answer.
+    result = parse("\\boxed{" + s + "}", [gold_cfg if gold else pred_cfg], parsing_timeout=None)
+    for r in result:
+        if not isinstance(r, str):
+            return r
+    return None
+
+
+def _has_value(expr: Any) -> bool:
+    if expr is None:
+        return False
+    from sympy import Symbol
+
+    # Prose parsed as a product of many one-letter symbols ("See the solution") is not a value.
+    free: set[Any] = getattr(expr, "free_symbols", set())
+    return not (len(free) > 6 and all(isinstance(f, Symbol) for f in free))
+
+
+def _mv_equal(gold: Any, pred: Any, options: MathOptions) -> bool:
+    from math_verify import verify
+
+    if gold is None or pred is None:
+        return False
+    numeric = _numeric_equal(gold, pred, options)
+    if numeric is not None:
+        return numeric
+    return bool(verify(gold, pred, strict=options.strict, timeout_seconds=None, raise_on_error=False))
+
+
+def _numeric_equal(gold: Any, pred: Any, options: MathOptions) -> bool | None:
+    """Compare two constant expressions by value with a *relative* tolerance, or ``None`` to defer.
+
+    math-verify's numeric path uses ``evalf(chop=True)`` and absolute rounding, under which 1e-20 equals
+    2e-20; constants are compared here instead.
+    """
+    from sympy import Expr, Float, N
+
+    if not isinstance(gold, Expr) or not isinstance(pred, Expr):
+        return None
+    if gold.free_symbols or pred.free_symbols:
+        return None
+    if not (gold.is_number and pred.is_number):
+        return None
+    try:
+        g = complex(N(gold, 30))
+        p = complex(N(pred, 30))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if any(math.isnan(x) or math.isinf(x) for x in (g.real, g.imag, p.real, p.imag)):
+        return None
+    has_float = bool(gold.atoms(Float) or pred.atoms(Float))
+    tol = options.rel_tol if has_float else 1e-12
+    scale = max(abs(g), abs(p))
+    if scale == 0:
+        return True
+    return abs(g - p) <= tol * scale
+
+
+# ============================================================================ comparison
+
+
+_BASE_NUMBER = re.compile(r"^([0-9A-Z]+)_\{?\s*(\d{1,2})\s*\}?$")
+
+
+def _base_value(s: str, default_base: int | None = None) -> int | None:
+    """``52_8`` -> 42 (52 read in base 8). A bare ``52`` is read in ``default_base`` when one is given."""
+    m = _BASE_NUMBER.match(s.replace(" ", ""))
+    digits, base = (m.group(1), int(m.group(2))) if m else (s.strip(), default_base)
+    if base is None or not 2 <= base <= 36:
+        return None
+    try:
+        return int(digits, base)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=16384)
+def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
+    """Is the answer member ``ans`` equal to the reference member ``gold``? (Both normalised.)
+
+    Cached: completions of one group often repeat an answer, so each distinct pair is compared once.
+    """
+    if gold == ans:
+        return True
+    gold_num = parse_number(gold)
+    gold_base = _BASE_NUMBER.match(gold.replace(" ", ""))
+    if gold_base or _BASE_NUMBER.match(ans.replace(" ", "")):
+        # Numbers with a base subscript compare by value; a bare answer is read in the reference's base.
+        g = (
+            _base_value(gold)
+            if gold_base
+            else (int(gold_num.value) if gold_num and gold_num.value.denominator == 1 else None)
+        )
+        a = _base_value(ans, int(gold_base.group(2)) if gold_base else None)
+        return g is not None and a is not None and g == a
+    ans_num = parse_number(ans)
+    if gold_num is not None and ans_num is not None:
+        return _numbers_match(gold_num, ans_num, options.rel_tol)
+    if _clearly_different(gold, gold_num, ans, ans_num, options):
+        return False
+    # Maybe equal: decide exactly. Constants compare by value under the precision policy; the rest
+    # (expressions, sets, intervals, matrices, equations) through math-verify.
+    gold_parsed = _mv_parse(gold, gold=True)
+    pred = _mv_parse(ans, gold=False)
+    g_val = gold_num or _constant_value(gold_parsed)
+    a_val = ans_num or _constant_value(pred)
+    if g_val is not None and a_val is not None and not (g_val.approx and a_val.approx):
+        # An irrational-looking value within 40 digits of a rational one may be that rational unsimplified
+        # (sin^2 + cos^2): only sympy can say.
+        digits_apart = abs(g_val.value - a_val.value) <= Fraction(1, 10**25) * max(abs(g_val.value), Fraction(1))
+        if not ((g_val.approx or a_val.approx) and digits_apart):
+            return _numbers_match(g_val, a_val, options.rel_tol)
+    return _mv_equal(gold_parsed, pred, options)
+
+
+def _clearly_different(gold: str, gold_num: Num | None, ans: str, ans_num: Num | None, options: MathOptions) -> bool:
+    """A cheap *rejection* (sympy's parse costs ~10 ms): values that a float tells apart beyond any
+    tolerance the policy could grant, or expressions that differ at a sample point. Never an acceptance:
+    floats cannot tell ``10^{16}+1`` from ``10^{16}``, so "close" always goes on to the exact check."""
+    try:
+        g = complex(gold_num.value) if gold_num is not None else latex_value(gold)
+        a = complex(ans_num.value) if ans_num is not None else latex_value(ans)
+    except OverflowError:
+        return False
+    if g is not None and a is not None:
+        scale = max(abs(g), abs(a))
+        allowed = 1e-9 * scale + options.rel_tol * scale
+        if gold_num is not None and gold_num.quantum is not None:
+            allowed += float(gold_num.quantum) / 2
+        if gold_num is not None and gold_num.percent:
+            return abs(g - a) > allowed and abs(g / 100 - a) > allowed + float(gold_num.quantum or 0) / 200
+        return abs(g - a) > allowed
+    if options.strict:
+        # "15x - 80" vs "15x - 81", "(3, 5]" vs "(3, 4]": different at a point, so different.
+        return _differ_at_a_point(gold, ans) or _structures_differ(gold, ans)
+    return False
+
+
+def _close(a: complex, b: complex) -> bool:
+    # Generous against float rounding; anything closer goes on to sympy, which decides exactly.
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-300)
+
+
+def _differ_at_a_point(gold: str, ans: str) -> bool:
+    for point in SAMPLE_POINTS:
+        g, a = latex_value(gold, point), latex_value(ans, point)
+        if g is None or a is None:
+            return False
+        if not _close(g, a):
+            return True
+    return False
+
+
+_MATRIX = re.compile(r"\\begin\{([a-zA-Z]*matrix)\}(.*)\\end\{\1\}", re.DOTALL)
+
+
+def _components(s: str) -> tuple[str, list[str]] | None:
+    """A matrix, tuple or interval as (shape, entries); ``None`` for anything else."""
+    s = s.strip()
+    m = _MATRIX.fullmatch(s)
+    if m:
+        rows = [r for r in m.group(2).split("\\\\") if r.strip()]
+        cells = [c.strip() for r in rows for c in r.split("&")]
+        return f"{m.group(1)}:{len(rows)}x{len(cells) // max(1, len(rows))}", cells
+    if len(s) >= 5 and s[0] in "([" and s[-1] in ")]" and _match_bracket(s) == len(s) - 1:
+        parts = _split_top_level(s[1:-1], ",")
+        if len(parts) >= 2:
+            return f"{s[0]}{s[-1]}{len(parts)}", parts
+    return None
+
+
+def _match_bracket(s: str) -> int:
+    depth = 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _structures_differ(gold: str, ans: str) -> bool:
+    """Two matrices/tuples/intervals of the same shape with an entry that differs at a point."""
+    g, a = _components(gold), _components(ans)
+    if g is None or a is None or g[0] != a[0]:
+        return False
+    return any(_differ_at_a_point(gc, ac) for gc, ac in zip(g[1], a[1], strict=True))
+
+
+def _constant_value(expr: Any) -> Num | None:
+    """An exact-or-float constant as a :class:`Num` (floats keep their precision), else ``None``."""
+    from sympy import Expr, Float, N, Rational
+
+    if not isinstance(expr, Expr) or expr.free_symbols or not expr.is_number:
+        return None
+    try:
+        if expr.atoms(Float):
+            return None  # a float's written precision is lost in sympy; leave it to the symbolic path
+        value = expr.doit()  # latex2sympy keeps "1 - \frac{1}{3}" unevaluated
+        if isinstance(value, Rational):
+            return Num(Fraction(int(value.p), int(value.q)))
+        v = N(value, 40)
+        if not v.is_real:
+            return None
+        # An irrational constant, to 40 digits: enough for every comparison against a rational or a decimal.
+        return Num(Fraction(str(v)), approx=True)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+
+
+def _distinct(members: Sequence[str]) -> list[str]:
+    """Drop repeats (the same number, or the same text up to spacing): "7, 007" is one value."""
+    out: list[str] = []
+    seen: set[object] = set()
+    for m in members:
+        n = parse_number(m)
+        key: object = n.value if n is not None else re.sub(r"\s+", "", m)
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
+
+
+def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
+    """Does ``answer`` (an extracted final answer) equal the reference? Returns (verdict, detail)."""
+    if ref.kind == "choice":
+        text = normalize_unicode(_strip_math_delimiters(answer))
+        named = _choice_letters(text)
+        if len(named) > 1:
+            return False, f"the answer names {len(named)} choices ({', '.join(sorted(named))}): a hedge"
+        letter = _choice_letter(text)
+        if letter is None:
+            # "\boxed{12}" for a letter reference: not a letter, so not the choice.
+            return False, "the reference is a multiple-choice letter; the answer is not a letter"
+        return letter == ref.letter, None
+    if len(answer) > max(_MAX_ANSWER_CHARS, 4 * len(ref.answer)):
+        # A degenerate answer ("1+1+...+1", a looping sentence in a box) is wrong, not a sympy job.
+        return False, f"the final answer is {len(answer)} characters long; answers this long are not compared"
+    norm = normalize_answer(answer)
+    if ref.kind == "text":
+        plain = _unwrap_text_commands(norm).strip().lower()
+        return plain == ref.members[0].lower(), None
+    members = _distinct(_members(norm))
+    if not members:
+        return False, "the final answer is empty after normalisation"
+    if len(ref.members) == 1:
+        if len(members) == 1:
+            return _member_match(ref.members[0], members[0], options), None
+        # Several values for a single-valued reference: right only if the answer as a whole is one object
+        # equal to it (a tuple or interval written with commas), never as a hedge.
+        if _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
+            return True, None
+        return False, f"the final answer gives {len(members)} different values for a single-valued reference"
+    # A list/set/± reference: all of its members, in any order, and nothing else.
+    if len(members) != len(ref.members):
+        if len(members) == 1 and _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
+            return True, None
+        return False, f"the reference has {len(ref.members)} values; the answer gives {len(members)}"
+    return _perfect_matching(ref, members, options), None
+
+
+def _perfect_matching(ref: Reference, members: list[str], options: MathOptions) -> bool:
+    n = len(members)
+    match_of: dict[int, int] = {}
+
+    def ok(i: int, j: int) -> bool:
+        return _member_match(ref.members[i], members[j], options)
+
+    # Bipartite matching (Kuhn); lists are short.
+    edges = [[j for j in range(n) if ok(i, j)] for i in range(n)]
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in edges[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if j not in match_of or augment(match_of[j], seen):
+                match_of[j] = i
+                return True
+        return False
+
+    return all(augment(i, set()) for i in range(n))

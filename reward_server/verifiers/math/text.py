@@ -1,0 +1,369 @@
+"""Reading answers as text: unicode math, LaTeX delimiters and boxes, normalisation, plain numbers."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from fractions import Fraction
+
+# Characters whose meaning we keep by spelling them in LaTeX before anything else looks at the text.
+_UNICODE_MATH = {
+    "\u2212": "-",  # minus sign
+    "\u2013": "-",  # en dash used as minus
+    "\u2012": "-",
+    "\ufe63": "-",
+    "\uff0d": "-",
+    "\u00d7": r"\times ",
+    "\u22c5": r"\cdot ",
+    "\u00b7": r"\cdot ",
+    "\u2219": r"\cdot ",
+    "\u00f7": r"\div ",
+    "\u00b1": r"\pm ",
+    "\u2213": r"\mp ",
+    "\u03c0": r"\pi ",
+    "\u221e": r"\infty ",
+    "\u2264": r"\le ",
+    "\u2265": r"\ge ",
+    "\u2260": r"\ne ",
+    "\u2248": r"\approx ",
+    "\u00b0": r"^\circ ",
+    "\u2218": r"^\circ ",
+    "\u2032": "'",
+    "\u00a0": " ",
+    "\u2009": " ",
+    "\u202f": " ",
+    "\u2005": " ",
+    "\u3000": " ",
+    "\u00bd": r"\frac{1}{2}",
+    "\u2153": r"\frac{1}{3}",
+    "\u2154": r"\frac{2}{3}",
+    "\u00bc": r"\frac{1}{4}",
+    "\u00be": r"\frac{3}{4}",
+    "\u2155": r"\frac{1}{5}",
+    "\u2159": r"\frac{1}{6}",
+    "\u215b": r"\frac{1}{8}",
+}
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_RUN = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_SQRT_UNICODE = re.compile(r"[√∛∜]")
+# Control characters (NUL ...) and zero-width marks carry no meaning in an answer.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
+
+
+def _match_brace(text: str, open_pos: int) -> int | None:
+    """Index of the brace closing the one at ``open_pos``, or ``None`` if it is never closed."""
+    depth = 0
+    i = open_pos
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
+            i += 2  # an escaped brace \{ or \} does not nest
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _replace_unicode_sqrt(text: str) -> str:
+    """``√2`` -> ``\\sqrt{2}``, ``√(x+1)`` -> ``\\sqrt{x+1}``, ``∛8`` -> ``\\sqrt[3]{8}``."""
+    out: list[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c not in "√∛∜":
+            out.append(c)
+            i += 1
+            continue
+        root = {"√": "", "∛": "[3]", "∜": "[4]"}[c]
+        i += 1
+        while i < n and text[i] == " ":
+            i += 1
+        if i < n and text[i] in "({":
+            close = {"(": ")", "{": "}"}[text[i]]
+            depth, j = 0, i
+            while j < n:
+                if text[j] == text[i]:
+                    depth += 1
+                elif text[j] == close:
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            arg = text[i + 1 : j]
+            i = j + 1
+        else:
+            m = re.match(r"\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+", text[i:])
+            arg = m.group(0) if m else ""
+            i += len(arg)
+        out.append(rf"\sqrt{root}{{{arg}}}")
+    return "".join(out)
+
+
+def normalize_unicode(text: str) -> str:
+    """Spell unicode math (``−``, ``×``, ``√``, ``°``, ``π``, ``±``, superscripts ...) in LaTeX/ASCII."""
+    text = _CONTROL.sub("", text)
+    if text.isascii():
+        return text
+    text = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", text)
+    for k, v in _UNICODE_MATH.items():
+        if k in text:
+            text = text.replace(k, v)
+    if _SQRT_UNICODE.search(text):
+        text = _replace_unicode_sqrt(text)
+    # Full-width digits and letters (common in CJK output) to ASCII; NFKC is safe now that superscripts
+    # and vulgar fractions have been spelled out.
+    return unicodedata.normalize("NFKC", text)
+
+
+# A row break "\\\\" is kept (group 1); spacing commands become a space.
+_SPACING = re.compile(r"(\\\\)|\\[,;:!> ]|\\(?:q?quad|hspace\{[^}]*\}|thinspace|medspace|thickspace|enspace)|~")
+_LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|biggr)(?![A-Za-z])\s*")
+_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|textnormal)\s*\{")
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|\\circ")
+_PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\bpercent\b|\\text\{\s*\\%\s*\})")
+_CURRENCY = re.compile(r"\\\$|\$|\\(?:pounds|euro|yen)\b|[€£¥₹]|\b(?:USD|EUR|Rs\.?)\s*")
+# Not inside brackets: "(12,102)" is a pair, "15,600" a number.
+_THOUSANDS = re.compile(r"(?<![\d.,(\[])([1-9]\d{0,2}(?:(?:,|\{,\})\d{3})+)(?![\d,)\]]|\{,\})")
+_SPACE_THOUSANDS = re.compile(r"(?<![\d.])([1-9]\d{0,2}(?: \d{3})+)(?![\d.])")
+_MIXED_LATEX = re.compile(r"(?<![\d.}^_])(-?)(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+_MIXED_PLAIN = re.compile(r"(?<![\d./^])(-?)(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d./])")
+_FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
+# TeX takes one token as the argument: "\sqrt3" is \sqrt{3}, "\sqrt 23" is \sqrt{2}3.
+_SQRT_SHORT = re.compile(r"\\sqrt\s*([0-9A-Za-z])")
+_SINGLE_LETTER_TEXT = re.compile(r"\\(?:mathrm|mathit|text|operatorname|mathbf)\s*\{\s*([A-Za-z])\s*\}")
+_FRAC_HALF_SHORT = re.compile(r"\\frac\s*(\d)\s*(\{)|\\frac\s*(\{[^{}]*\})\s*(\d)")
+_DFRAC = re.compile(r"\\[dtc]frac")
+_EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
+# "\approx 42" as a whole answer states 42.
+_LEADING_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|\\simeq|\\thickapprox)\s*")
+_TEXT_NO_LETTERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\s*\{([^{}A-Za-z]*)\}")
+_LEADING_VAR = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?=[^=]+$)")
+_MC_LETTER = re.compile(
+    r"^\s*(?:\\text(?:bf)?\{\s*)?(?:\(\s*([A-J])\s*\)|([A-J])\s*[).:]?)(?:\s*\})?(?:\s.*)?$", re.DOTALL
+)
+_TRAILING_WORDS = re.compile(r"(?<=[\d}a-zA-Z)])\s+(?:[A-Za-z]{2,}\.?)(?:\s+[A-Za-z]+\.?)*\s*$")
+
+
+def _unwrap_text_commands(s: str) -> str:
+    """``\\text{abc}`` -> ``abc`` (the command only; braces matched properly)."""
+    while True:
+        m = _TEXT_CMD.search(s)
+        if not m:
+            return s
+        close = _match_brace(s, m.end() - 1)
+        if close is None:
+            return s[: m.start()] + s[m.end() :]
+        s = s[: m.start()] + s[m.end() : close] + s[close + 1 :]
+
+
+def _strip_math_delimiters(s: str) -> str:
+    s = s.strip()
+    for left, right in (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$")):
+        if s.startswith(left) and s.endswith(right) and len(s) >= len(left) + len(right):
+            s = s[len(left) : len(s) - len(right)].strip()
+    return s
+
+
+def normalize_answer(s: str) -> str:
+    """Normalise one answer string (LaTeX or plain) so that equal values are written alike where cheap.
+
+    Removes what does not change the value: math delimiters, ``\\displaystyle``, ``\\left``/``\\right``,
+    spacing commands, currency signs, degree marks, units after a value, thousands separators; spells
+    unicode math; rewrites ``\\dfrac`` and ``\\frac34``; turns mixed numbers into fractions. The result is
+    still LaTeX for latex2sympy.
+    """
+    s = normalize_unicode(s)
+    s = _strip_outer_boxes(_strip_math_delimiters(s))
+    s = _strip_math_delimiters(s)
+    s = s.replace("\\displaystyle", "").replace("\\mathdollar", "")
+    s = _EMPTY_SET.sub(r"\\emptyset", s)
+    s = _LEADING_APPROX.sub("", s)
+    s = _TEXT_NO_LETTERS.sub(r"\1", s)
+    if _SINGLE_LETTER_TEXT.search(s) and not _SINGLE_LETTER_TEXT.fullmatch(s.strip()):
+        s = _SINGLE_LETTER_TEXT.sub(r"\1", s)  # "1 - \frac{1}{\mathrm{e}}": a constant, not a word
+    s = _DFRAC.sub(r"\\frac", s)
+    s = _LEFT_RIGHT.sub("", s)
+    # "11,\! 111,\! 100": a comma followed by a negative thin space is a thousands separator.
+    s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))", "", s)
+    s = re.sub(r"(?<!\\)\\!", "", s)
+    s = _SPACING.sub(lambda m: m.group(1) or " ", s)
+    s = _DEGREE.sub("", s)
+    s = _CURRENCY.sub("", s)
+    s = re.sub(r"\\text\{\s*(?:and|or)\s*\}|\s+(?:and|or)\s+", ", ", s)
+    s = s.replace("{,}", ",")
+    s = _THOUSANDS.sub(lambda m: m.group(1).replace("{,}", "").replace(",", ""), s)
+    s = _SPACE_THOUSANDS.sub(lambda m: m.group(1).replace(" ", ""), s)
+    s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
+    s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
+    s = _FRAC_HALF_SHORT.sub(
+        lambda m: rf"\frac{{{m.group(1)}}}{{" if m.group(1) else rf"\frac{m.group(3)}{{{m.group(4)}}}", s
+    )
+    s = _MIXED_LATEX.sub(_mixed_to_frac, s)
+    s = _MIXED_PLAIN.sub(_mixed_to_frac, s)
+    s = s.strip().rstrip(".").strip()
+    # A unit after a value ("15600 dollars", "18 \text{cm}^2", "5 apples") does not change it.
+    s = _strip_units(s)
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _brace_frac_args(m: re.Match[str]) -> str:
+    """``\\frac1{x}`` -> ``\\frac{1}{x}``; ``\\frac{x}2`` -> ``\\frac{x}{2}`` (TeX reads one token)."""
+    if m.group(1):
+        return rf"\frac{{{m.group(1)}}}{{"
+    return rf"\frac{m.group(3)}{{{m.group(4)}}}"
+
+
+def _mixed_to_frac(m: re.Match[str]) -> str:
+    sign, whole, num, den = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+    if den == 0 or num >= den:
+        return m.group(0)  # "2\frac{5}{3}" is a product, not a mixed number
+    value = Fraction(whole * den + num, den)
+    return f"{sign}\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+_UNIT_TEXT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}(?:\s*\^\s*\{?\d\}?)?\s*$")
+
+
+def _strip_units(s: str) -> str:
+    for _ in range(3):
+        t = _UNIT_TEXT.sub("", s)
+        t = _TRAILING_WORDS.sub("", t) if re.search(r"\d", t) else t
+        t = t.strip()
+        if not t or t == s:
+            break
+        s = t
+    return s
+
+
+# ============================================================================ numbers
+
+_PLAIN_NUMBER = re.compile(r"^([-+]?)(\d+)?(?:\.(\d+))?$")
+_SCI = re.compile(
+    r"^([-+]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([-+]?\d+)\s*\}?$|^([-+]?\d+(?:\.\d+)?)[eE]([-+]?\d+)$"
+)
+_LATEX_FRAC = re.compile(r"^([-+]?)\\frac\{\s*([-+]?\d+)\s*\}\{\s*([-+]?\d+)\s*\}$")
+_SLASH_FRAC = re.compile(r"^([-+]?)(\d+)\s*/\s*(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    """An exact rational read from text, with the precision it was written at.
+
+    ``quantum`` is the unit of the last written decimal place (``0.67`` -> 1/100), ``None`` when exact.
+    ``approx`` marks an irrational constant held to 40 digits (``\\sqrt{2}``): two of those are compared
+    symbolically, never digit by digit.
+    """
+
+    value: Fraction
+    quantum: Fraction | None = None
+    percent: bool = False
+    approx: bool = False
+
+
+def parse_number(s: str) -> Num | None:
+    """Read ``s`` as a plain number (integer, decimal, fraction, scientific, percent), else ``None``."""
+    s = s.strip().replace(" ", "")
+    percent = False
+    m = _PERCENT.search(s)
+    if m and m.end() == len(s):
+        s = s[: m.start()]
+        percent = True
+    if not s or len(s) > 400:
+        return None
+    if s[0] == "(" and s[-1] == ")" and s.count("(") == 1:
+        s = s[1:-1]
+    if s.startswith("{") and s.endswith("}") and s.count("{") == 1:
+        s = s[1:-1]
+    m = _PLAIN_NUMBER.match(s)
+    if m and (m.group(2) or m.group(3)):
+        sign = -1 if m.group(1) == "-" else 1
+        frac_digits = m.group(3) or ""
+        value = Fraction(int((m.group(2) or "0") + frac_digits), 10 ** len(frac_digits))
+        quantum = Fraction(1, 10 ** len(frac_digits)) if frac_digits else None
+        return Num(sign * value, quantum, percent)
+    m = _LATEX_FRAC.match(s) or _SLASH_FRAC.match(s)
+    if m:
+        sign = -1 if m.group(1) == "-" else 1
+        den = int(m.group(3))
+        if den == 0:
+            return None
+        return Num(sign * Fraction(int(m.group(2)), den), None, percent)
+    m = _SCI.match(s)
+    if m:
+        mantissa, exp = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        exp_i = int(exp)
+        if abs(exp_i) > 400:
+            return None
+        mant = parse_number(mantissa)
+        if mant is None:
+            return None
+        scale = Fraction(10) ** exp_i
+        return Num(mant.value * scale, (mant.quantum or Fraction(1)) * scale, percent)
+    return None
+
+
+def _numbers_match(gold: Num, ans: Num, rel_tol: float) -> bool:
+    """The numeric policy: the reference sets the precision (module docstring)."""
+    g_vals = [gold.value] + ([gold.value / 100] if gold.percent else [])
+    a_vals = [ans.value] + ([ans.value / 100] if ans.percent and not gold.percent else [])
+    for g in g_vals:
+        for a in a_vals:
+            if a == g:
+                return True
+            if gold.quantum is not None:
+                # The answer must be at least as precise as the reference, and round to it.
+                if ans.quantum is not None and ans.quantum > gold.quantum:
+                    continue
+                if abs(a - g) * 2 <= gold.quantum:
+                    return True
+            elif ans.quantum is not None and g != 0 and abs(a - g) <= Fraction(rel_tol) * abs(g):
+                return True
+    return False
+
+
+_BOX_CMD = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+
+
+def _find_boxes(text: str) -> list[tuple[int, int, str | None]]:
+    """Every outermost ``\\boxed``/``\\fbox`` as (start, end, content); content is ``None`` if unterminated."""
+    boxes: list[tuple[int, int, str | None]] = []
+    for m in _BOX_CMD.finditer(text):
+        if boxes and m.start() < boxes[-1][1]:
+            continue  # a box inside another box's content is not a separate answer
+        i = m.end()
+        while i < len(text) and text[i] == " ":
+            i += 1
+        if i < len(text) and text[i] == "{":
+            close = _match_brace(text, i)
+            if close is None:
+                boxes.append((m.start(), len(text), None))
+            else:
+                boxes.append((m.start(), close + 1, text[i + 1 : close]))
+        else:
+            # "\boxed 5": the argument is the next token.
+            tok = re.match(r"[^\s$\\]+|\\[A-Za-z]+", text[i:])
+            content = tok.group(0) if tok else ""
+            boxes.append((m.start(), i + len(content), content))
+    return boxes
+
+
+def _strip_outer_boxes(s: str) -> str:
+    while True:
+        boxes = _find_boxes(s)
+        if (
+            len(boxes) == 1
+            and boxes[0][2] is not None
+            and not s[: boxes[0][0]].strip()
+            and not s[boxes[0][1] :].strip()
+        ):
+            s = boxes[0][2]
+            continue
+        return s

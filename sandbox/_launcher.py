@@ -1,0 +1,223 @@
+"""The launcher: a warm Python interpreter inside the sandbox that starts every process of every job.
+
+Started once per sandbox by the runner as ``python3 -c <this file's text> CTL_FD`` (stdlib only, no
+project imports), it waits on a control socket for ``(argv, limits, mode)`` plus the job's pipes, forks,
+and in the child applies the limits and then, by ``mode``:
+
+* ``exec``: ``execvpe(argv)`` (the compiler, a compiled program);
+* ``python``: runs the script ``argv[0]`` in this already started interpreter, as ``python3 argv...``
+  would, without paying the ~10 ms interpreter start again. The child gets a fresh ``__main__``, the
+  ``sys.modules`` of a fresh interpreter (what this launcher imported for itself is dropped), the same
+  stdio objects a fresh start makes (the launcher never touched them), and the same exit handling
+  (``SystemExit`` codes, tracebacks, ``atexit``, thread joins, flushing). One difference remains: objects'
+  ``__del__`` methods are not run at exit;
+* ``syntax``: compiles the script and reports a syntax error, running nothing (the compile stage).
+
+It answers ``("forked", pid)`` (before any code of the job runs) then ``("exited", wait_status, utime_s,
+stime_s, maxrss_kb, spawn_error)``.
+
+The launcher is non-dumpable, so a job (same uid) cannot ptrace it or read its memory to tamper with the
+jobs after it; a job can only kill it, and then the runner adopts the job and starts a new launcher.
+"""
+
+import sys
+
+# What a fresh `python3 script.py` has loaded. Taken before anything else is imported; a job sees only these.
+_BASELINE = frozenset(sys.modules)
+
+import _signal  # noqa: E402  (the C module: `signal` would pull in enum)
+import _socket  # noqa: E402
+import array  # noqa: E402
+import builtins  # noqa: E402
+import contextlib  # noqa: E402
+import ctypes  # noqa: E402
+import gc  # noqa: E402
+import marshal  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+
+_PR_SET_DUMPABLE = 4
+_CHANNEL_FD = 3
+_MAX_FDS = 8
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _receive(ctl):
+    """One request and the file descriptors that came with it; ``None`` when the runner is gone."""
+    try:
+        data, ancdata, _, _ = ctl.recvmsg(1 << 20, _socket.CMSG_SPACE(_MAX_FDS * 4))
+    except OSError:
+        return None
+    if not data:
+        return None
+    fds = array.array("i")
+    for level, kind, payload in ancdata:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    return marshal.loads(data), list(fds)
+
+
+def _apply_limits(limits):
+    mib = 1024 * 1024
+    for res, value in (
+        (resource.RLIMIT_AS, int(limits["memory_mb"]) * mib),
+        (resource.RLIMIT_STACK, int(limits["stack_mb"]) * mib),
+        (resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) * mib),
+        # + the runner and this launcher, which run under the same uid
+        (resource.RLIMIT_NPROC, int(limits["max_processes"]) + 2),
+        # A backstop only: the runner enforces the wall-clock limit.
+        (resource.RLIMIT_CPU, int(limits["time_s"]) + 2),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, 256),
+    ):
+        resource.setrlimit(res, (value, value))
+    try:  # if the sandbox's cgroup runs out of memory, the job dies first
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        os.write(fd, b"1000")
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _syntax_check(path):
+    with open(path, "rb") as f:
+        source = f.read()
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
+        if isinstance(exc, SyntaxError):
+            message = f'  File "{exc.filename}", line {exc.lineno}\n    {(exc.text or "").strip()}\n'
+            message += f"{type(exc).__name__}: {exc.msg}\n"
+        else:
+            message = f"{type(exc).__name__}: {exc}\n"
+        os.write(2, message.encode("utf-8", "replace"))
+        return 1
+    return 0
+
+
+def _exit_code(exc):
+    """The exit status CPython gives a SystemExit (see Py_HandleSystemExit)."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(BaseException):
+        print(code, file=sys.stderr)
+    return 1
+
+
+def _run_python(argv):
+    """Run ``argv[0]`` as ``__main__`` with ``sys.argv = argv``, then exit as the interpreter would."""
+    script = os.path.abspath(argv[0])  # a script's __file__ and traceback paths are absolute since 3.9
+    for name in [n for n in sys.modules if n not in _BASELINE]:
+        del sys.modules[name]
+    main = type(sys)("__main__")
+    loader = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", script)
+    main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None, __loader__=loader, __annotations__={})
+    sys.modules["__main__"] = main
+    sys.argv = list(argv)
+    sys.orig_argv = ["python3", *argv]
+    sys.path[0] = os.path.dirname(script)
+    code = 0
+    try:
+        with open(script, "rb") as f:
+            source = f.read()
+        exec(compile(source, script, "exec", dont_inherit=True), main.__dict__)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException as exc:
+        tb = exc.__traceback__
+        exc.__traceback__ = tb.tb_next if tb is not None else None  # hide this frame, as the interpreter does
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        code = 1
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        with contextlib.suppress(BaseException):
+            threading._shutdown()  # join non-daemon threads, as interpreter shutdown does
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            code = 120  # CPython's status when flushing the standard streams fails
+    os._exit(code)
+
+
+def _child(ctl, fds, argv, limits, mode, report_w, gate_r):
+    """In the forked child: wire the pipes, apply the limits, wait for the go, then exec or run."""
+    try:
+        ctl.close()
+        os.setpgid(0, 0)
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        os.dup2(fds[2], 2)
+        keep = 3
+        if len(fds) > 3:
+            os.dup2(fds[3], _CHANNEL_FD)
+            keep = _CHANNEL_FD + 1
+        low, high = sorted((report_w, gate_r))
+        os.closerange(keep, low)
+        os.closerange(low + 1, high)
+        os.closerange(high + 1, 1 << 16)
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+        _apply_limits(limits)
+        # No code of the job runs before the runner knows its pid: a job that kills the launcher at once
+        # is then still one the runner can adopt.
+        os.read(gate_r, 1)
+        os.close(gate_r)
+        if mode == "exec":
+            # Python ignores SIGPIPE and SIGXFSZ; an ignored signal would stay ignored across exec.
+            for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGINT):
+                _signal.signal(sig, _signal.SIG_DFL)
+            os.execvpe(argv[0], argv, os.environ)
+        os.close(report_w)
+        if mode == "syntax":
+            os._exit(_syntax_check(argv[0]))
+        _LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # a job is an ordinary process again
+        _run_python(argv)
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
+            os.write(report_w, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
+    os._exit(127)
+
+
+def main():
+    ctl = _socket.socket(fileno=int(sys.argv[1]))
+    if _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    # Move everything alive now out of the collector's sight: a job's collections then do not touch (and
+    # so copy-on-write) the launcher's objects. Halves the page faults of a small job.
+    gc.collect()
+    gc.freeze()
+    ctl.send(marshal.dumps(("ready", os.getpid())))
+    while True:
+        request = _receive(ctl)
+        if request is None:
+            os._exit(0)
+        (argv, limits, mode), fds = request
+        report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        gate_r, gate_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            _child(ctl, fds, argv, limits, mode, report_w, gate_r)
+        for fd in (report_w, gate_r, *fds):
+            os.close(fd)
+        ctl.send(marshal.dumps(("forked", pid)))
+        os.write(gate_w, b"g")
+        os.close(gate_w)
+        _, status, usage = os.wait4(pid, 0)
+        # Text on the report pipe (close-on-exec, closed before a script runs) means the start failed.
+        os.set_blocking(report_r, False)
+        try:
+            spawn_error = os.read(report_r, 4096).decode("utf-8", "replace") or None
+        except BlockingIOError:
+            spawn_error = None
+        os.close(report_r)
+        ctl.send(marshal.dumps(("exited", status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss, spawn_error)))
+
+
+if __name__ == "__main__":
+    main()

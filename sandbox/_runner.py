@@ -1,0 +1,455 @@
+"""The in-sandbox runner: one long-lived process per container or bubblewrap sandbox.
+
+It runs INSIDE the sandbox (as PID 1 of its own PID namespace, unprivileged, no network) and runs
+each job's processes there, so a job costs one fork instead of a ``docker exec`` (~60 ms) or a new
+bubblewrap (~17 ms). Processes are started by the launcher (``_launcher.py``), a warm interpreter this
+runner keeps beside it, so a Python job does not even pay an interpreter start. Both backends start the
+runner the same way (``python3 -I -S -c <this file's text> WORK_ROOT <the launcher's text>``), so this file
+must only use the standard library and must not import the project.
+
+Protocol: one JSON object per line on stdin, one JSON answer per line on stdout, strictly in turn.
+Bytes travel as base64.
+
+* ``{"op": "open", "files": {"main.py": b64}}``: empty the work dir and ``/dev/shm`` (both tmpfs) and
+  write the files.
+* ``{"op": "exec", "argv": [...], "stdin": b64, "limits": {...}, "channel": bool}``: run one process
+  in the work dir under the limits; answer its exit, time, peak memory and capped output. ``argv[0]``
+  may be ``@python`` (run the script ``argv[1]`` in a warm interpreter) or ``@python-syntax`` (compile
+  it and report syntax errors only).
+* ``{"op": "close"}``: kill whatever is left and empty the work dir and ``/dev/shm``.
+
+Why each guard is here:
+
+* PID 1 of a PID namespace ignores every signal sent from inside the namespace that it has no handler
+  for, so a job cannot kill the runner (the signals keep their default action on purpose).
+* ``PR_SET_DUMPABLE=0``: jobs run under the runner's uid, and this stops them from ptracing it or
+  opening ``/proc/1/{mem,fd,environ}``.
+* After every run, any process other than the runner and the launcher means the job left something
+  behind: ``kill(-1, SIGKILL)`` (from PID 1 it reaches every other process of the namespace) removes it,
+  and the answer says so, so the host replaces this sandbox instead of reusing it.
+* Output beyond the limit is read and thrown away: the runner's memory stays bounded and the program
+  is not blocked on a full pipe (its time limit still ends it).
+"""
+
+import base64
+import contextlib
+import json
+import marshal
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import sys
+import time
+
+VERSION = 1
+CHANNEL_FD = 3  # where an exec with "channel": true finds the harness's result pipe
+_CHUNK = 1 << 16
+_REAP_WAIT_S = 3.0
+_MODES = {"@python": "python", "@python-syntax": "syntax"}
+_SHM = "/dev/shm"
+_LAUNCH_TIMEOUT_S = 10.0
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+_OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def _b64(data):
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def _oom_kills():
+    """The cgroup's OOM-kill counter (v1 or v2), or -1 where the sandbox cannot see its cgroup."""
+    for path in _OOM_FILES:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        match = re.search(r"^oom_kill (\d+)$", text, re.M)
+        if match:
+            return int(match.group(1))
+    return -1
+
+
+def _other_pids(spare):
+    me = os.getpid()
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in spare]
+
+
+def _reap():
+    """Reap every finished child. Returns the pids reaped."""
+    reaped: list[int] = []
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped.append(pid)
+
+
+class _Launcher:
+    """The warm interpreter that starts jobs' processes (see ``_launcher.py``), over a seqpacket socket."""
+
+    def __init__(self, source, root):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)  # stdio of every Python job is set up as if on pipes: not a tty
+                os.dup2(theirs.fileno(), 3)
+                os.closerange(4, 1 << 16)
+                os.chdir(root)
+                os.execvpe("python3", ["python3", "-c", source, "3"], dict(_ENV, HOME=root, TMPDIR=root))
+            finally:
+                os._exit(127)
+        os.close(devnull)
+        theirs.close()
+        self.pid = pid
+        kind, got_pid = self.receive(_LAUNCH_TIMEOUT_S)
+        if kind != "ready" or got_pid != pid:
+            raise RuntimeError(f"the launcher did not start: {kind!r}")
+
+    def send(self, request, fds):
+        socket.send_fds(self.sock, [marshal.dumps(request)], fds)
+
+    def receive(self, timeout_s):
+        """The launcher's next message; raises EOFError when it is gone, TimeoutError when it is silent."""
+        ready, _, _ = select.select([self.sock], [], [], timeout_s)
+        if not ready:
+            raise TimeoutError("the launcher does not answer")
+        data = self.sock.recv(4096)
+        if not data:
+            raise EOFError("the launcher exited")
+        return marshal.loads(data)
+
+    def close(self):
+        self.sock.close()
+
+
+class _Sink:
+    """Collects one output pipe: keeps the head (``keep="head"``) or the tail, counts everything."""
+
+    def __init__(self, fd, cap, keep):
+        self.fd, self.cap, self.keep = fd, cap, keep
+        self.buf = bytearray()
+        self.total = 0
+        self.open = True
+
+    def read(self):
+        try:
+            data = os.read(self.fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.open = False
+            os.close(self.fd)
+            return
+        self.total += len(data)
+        if self.keep == "head":
+            room = self.cap - len(self.buf)
+            if room > 0:
+                self.buf += data[:room]
+        else:
+            self.buf += data
+            if len(self.buf) > 2 * self.cap:
+                del self.buf[: len(self.buf) - self.cap]
+
+    def value(self):
+        return bytes(self.buf[-self.cap :]) if self.keep == "tail" else bytes(self.buf)
+
+
+class _Feeder:
+    """Writes a job's stdin without blocking; stops quietly when the program no longer reads it."""
+
+    def __init__(self, fd, data):
+        self.fd = fd
+        self.pending = memoryview(data)
+        self.open = True
+        if self.pending:
+            os.set_blocking(fd, False)
+        else:
+            self.close()
+
+    def write(self):
+        try:
+            self.pending = self.pending[os.write(self.fd, self.pending[:_CHUNK]) :]
+        except BlockingIOError:
+            return
+        except OSError:  # the program closed its stdin or exited: the rest is not wanted
+            self.pending = self.pending[:0]
+        if not self.pending:
+            self.close()
+
+    def close(self):
+        if self.open:
+            os.close(self.fd)
+            self.open = False
+
+
+class Runner:
+    """Jobs run one at a time in the work root itself (a tmpfs), which is emptied before and after each:
+    everything outside it is read-only, so nothing a job writes can outlive it."""
+
+    def __init__(self, root, launcher_source):
+        self.root = root
+        self.job_dir = None
+        self.launcher_source = launcher_source
+        self.launcher = None
+
+    def _spare(self):
+        return (self.launcher.pid,) if self.launcher is not None else ()
+
+    def _kill_everything(self):
+        """Kill every process of the namespace but this runner and the launcher.
+
+        Returns (something_was_left, all_gone). When something was left it kills the launcher too
+        (``kill(-1)`` spares no one, and cannot be outrun by a fork bomb); a new one starts on demand.
+        """
+        self._note_reaped(_reap())  # zombies of finished children do not count as left behind
+        left = bool(_other_pids(self._spare()))
+        if left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+            self._drop_launcher()
+        deadline = time.monotonic() + _REAP_WAIT_S
+        while True:
+            self._note_reaped(_reap())
+            if not _other_pids(self._spare()):
+                return left, True
+            if time.monotonic() > deadline:
+                return left, False
+            time.sleep(0.002)
+
+    def _note_reaped(self, pids):
+        if self.launcher is not None and self.launcher.pid in pids:
+            self._drop_launcher()
+
+    def _drop_launcher(self):
+        if self.launcher is not None:
+            self.launcher.close()
+            self.launcher = None
+
+    def _get_launcher(self):
+        if self.launcher is None:
+            self.launcher = _Launcher(self.launcher_source, self.root)
+        return self.launcher
+
+    def _wipe(self):
+        """Empty the work dir and /dev/shm (POSIX semaphores and shared memory live there): the two
+        places a job can write, so nothing a job writes outlives it."""
+        for directory in (self.root, _SHM):
+            if not os.path.isdir(directory):
+                continue
+            for name in os.listdir(directory):
+                path = os.path.join(directory, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+            if os.listdir(directory):
+                raise RuntimeError(f"could not empty {directory}")
+
+    def open(self, req):
+        self._wipe()
+        self.job_dir = self.root
+        for name, data in req.get("files", {}).items():
+            parts = name.split("/")
+            if not name or name.startswith("/") or ".." in parts or "" in parts:
+                raise ValueError(f"bad file name {name!r}")
+            full = os.path.join(self.root, name)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "wb") as f:
+                f.write(base64.b64decode(data))
+        return {"ok": True}
+
+    def close(self, req=None):
+        left, gone = self._kill_everything()
+        self.job_dir = None
+        self._wipe()
+        return {"ok": True, "leftover": left, "clean": gone}
+
+    def exec(self, req):
+        if self.job_dir is None:
+            raise RuntimeError("exec before open")
+        argv = [str(a) for a in req["argv"]]
+        mode = _MODES.get(argv[0], "exec")
+        if mode != "exec":
+            argv = argv[1:]
+        limits = req["limits"]
+        stdin = base64.b64decode(req.get("stdin", ""))
+        cap = int(limits["output_bytes"])
+        launcher = self._get_launcher()
+        oom_before = _oom_kills()
+
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        child_fds = [stdin_r, stdout_w, stderr_w]
+        channel = None
+        if req.get("channel"):
+            channel_r, channel_w = os.pipe()
+            child_fds.append(channel_w)
+            channel = _Sink(channel_r, cap + _CHUNK, "head")
+        start = time.monotonic()
+        launcher.send((argv, limits, mode), child_fds)
+        for fd in child_fds:
+            os.close(fd)
+        kind, pid = launcher.receive(_LAUNCH_TIMEOUT_S)
+        assert kind == "forked", kind
+
+        sinks = [_Sink(stdout_r, cap, "head"), _Sink(stderr_r, cap, "tail")]
+        if channel is not None:
+            sinks.append(channel)
+        for s in sinks:
+            os.set_blocking(s.fd, False)
+        feeder = _Feeder(stdin_w, stdin)
+
+        deadline = start + float(limits["time_s"])
+        exited = None  # (wait status, utime, stime, maxrss, spawn error) once the launcher reports the exit
+        adopted = False  # the launcher died (the job killed it): the job is now our child to wait for
+        timed_out = False
+        while exited is None:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            readers = [s.fd for s in sinks if s.open]
+            if not adopted:
+                readers.append(launcher.sock.fileno())
+            writers = [feeder.fd] if feeder.open else []
+            wait_s = deadline - now if not adopted else min(deadline - now, 0.005)
+            ready_r, ready_w, _ = select.select(readers, writers, [], wait_s)
+            for s in sinks:
+                if s.open and s.fd in ready_r:
+                    s.read()
+            if ready_w:
+                feeder.write()
+            if adopted:
+                exited = _wait_adopted(pid, block=False)
+            elif launcher.sock.fileno() in ready_r:
+                try:
+                    exited = launcher.receive(0)[1:]
+                except EOFError:
+                    adopted = True
+                    self._drop_launcher()
+        end = time.monotonic()
+        if exited is None:  # timed out: kill its group now, the rest of the namespace below
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            if not adopted:
+                try:
+                    exited = launcher.receive(_REAP_WAIT_S)[1:]
+                except (EOFError, TimeoutError):
+                    adopted = True
+                    self._drop_launcher()
+            if adopted:
+                exited = _wait_adopted(pid, block=True)
+        feeder.close()
+        left, gone = self._kill_everything()
+        # Every writer is dead now, so what is still in the pipes ends in EOF.
+        drain_until = time.monotonic() + 2.0
+        while any(s.open for s in sinks) and time.monotonic() < drain_until:
+            ready_r, _, _ = select.select([s.fd for s in sinks if s.open], [], [], 0.1)
+            for s in sinks:
+                if s.open and s.fd in ready_r:
+                    s.read()
+        for s in sinks:
+            if s.open:
+                os.close(s.fd)
+                s.open = False
+
+        assert exited is not None
+        status, utime, stime, maxrss, spawn_error = exited
+        oom_after = _oom_kills()
+        stdout, stderr = sinks[0], sinks[1]
+        return {
+            "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "time_s": round(end - start, 6),
+            "cpu_s": round(utime + stime, 6),
+            "maxrss_kb": maxrss,
+            "stdout": _b64(stdout.value()),
+            "stdout_bytes": stdout.total,
+            "stderr": _b64(stderr.value()),
+            "stderr_bytes": stderr.total,
+            "channel": _b64(channel.value()) if channel is not None else "",
+            "channel_bytes": channel.total if channel is not None else 0,
+            "timed_out": timed_out,
+            "oom_killed": oom_before >= 0 and oom_after > oom_before,
+            # A job that killed the launcher fails (its own exit status may be lost with the launcher),
+            # and its sandbox is replaced as if it had left a process behind.
+            "launcher_killed": adopted,
+            "leftover": left or adopted,
+            "clean": gone,
+            "spawn_error": spawn_error,
+        }
+
+
+def _wait_adopted(pid, block):
+    """Exit of a job whose launcher died (so it is the runner's child now), or None while it runs."""
+    while True:
+        try:
+            got, status, usage = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            if not os.path.exists(f"/proc/{pid}"):  # reaped by the dying launcher: its status is lost
+                return (int(signal.SIGKILL), 0.0, 0.0, 0, None)
+            got = 0  # the launcher's exit has not handed it to us yet
+        if got == pid:
+            return (status, usage.ru_utime, usage.ru_stime, usage.ru_maxrss, None)
+        if not block:
+            return None
+        time.sleep(0.001)
+
+
+def _harden():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_dumpable = 4
+    if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    # Default actions everywhere: as PID 1 that means "ignored when sent from inside the namespace".
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def main():
+    root, launcher_source = sys.argv[1], sys.argv[2]
+    out = sys.stdout.buffer
+
+    def send(obj):
+        out.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+        out.flush()
+
+    runner = Runner(root, launcher_source)
+    try:
+        _harden()
+        if os.getpid() != 1:
+            raise RuntimeError("the runner must be PID 1 of its own PID namespace")
+        os.makedirs(root, exist_ok=True)
+        runner._get_launcher()  # warm before the first job
+    except Exception as exc:
+        send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    send({"ready": True, "version": VERSION, "uid": os.getuid(), "oom_visible": _oom_kills() >= 0})
+    handlers = {"open": runner.open, "exec": runner.exec, "close": runner.close}
+    for line in sys.stdin.buffer:
+        try:
+            req = json.loads(line)
+            answer = handlers[req["op"]](req)
+        except Exception as exc:  # a bad request must not kill the runner; the host sees the error
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        send(answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

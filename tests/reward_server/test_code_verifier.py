@@ -1,0 +1,108 @@
+"""The code reward component: extraction from completions, limits, and scores (``score_code``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from reward_server.verifiers.code import CodeOptions, extract_code, resolve_limits, score_code
+from sandbox import ExecResult, Limits, LocalSandbox, SandboxUnavailable
+from tests.conftest import IN_CI
+
+# (completion, language, code_block, expected, why)
+EXTRACTIONS = [
+    ("```python\nprint(1)\n```", "python", "last", "print(1)\n", "one block"),
+    ("a\n```python\nx = 1\n```\nb\n```python\nx = 2\n```\n", "python", "last", "x = 2\n", "the last block"),
+    ("```python\nx = 1\n```\n```python\nx = 2\n```", "python", "first", "x = 1\n", "the first block"),
+    ("```py\nx\n```", "python", "last", "x\n", "an alias as the tag"),
+    ("```Python3\nx\n```", "python", "last", "x\n", "tags are case-insensitive"),
+    ("```bash\nrm -rf /\n```", "python", "last", None, "another language never counts"),
+    ("```\nx = 3\n```", "python", "last", "x = 3\n", "an untagged block when no tagged one"),
+    ("```\nuntagged\n```\n```python\ntagged\n```\n```\nlater\n```", "python", "last", "tagged\n", "tagged wins"),
+    ("```cpp\nint main(){}\n```", "cpp", "last", "int main(){}\n", "C++"),
+    ("```c++\nint main(){}\n```", "cpp", "last", "int main(){}\n", "C++ by its alias"),
+    ("no code here", "python", "last", None, "no block"),
+    ("```python\nprint(1)\n", "python", "last", None, "an unclosed block (a truncated completion)"),
+    ("<think>```python\ndraft\n```</think>Answer:\n```python\nfinal\n```", "python", "last", "final\n", "after think"),
+    ("<think>```python\ndraft\n```</think>no code in the answer", "python", "last", None, "a draft is not an answer"),
+    ("  ```python\n  indented\n  ```", "python", "last", "  indented\n", "an indented fence"),
+    ("print(5)", "python", "none", "print(5)", "the whole text"),
+]
+
+
+@pytest.mark.parametrize(
+    ("completion", "language", "code_block", "expected", "why"), EXTRACTIONS, ids=[e[-1] for e in EXTRACTIONS]
+)
+def test_extract_code(completion: str, language: str, code_block: str, expected: str | None, why: str) -> None:
+    assert extract_code(completion, language, code_block=code_block) == expected, why  # type: ignore[arg-type]
+
+
+def test_resolve_limits() -> None:
+    defaults, maxima = Limits(time_s=5, memory_mb=512), Limits(time_s=10, memory_mb=1024)
+    assert resolve_limits(None, defaults, maxima) == defaults
+    got = resolve_limits({"time_s": 100, "memory_mb": 256, "stack_mb": None}, defaults, maxima)
+    assert (got.time_s, got.memory_mb, got.stack_mb) == (10, 256, defaults.stack_mb)
+    with pytest.raises(ValueError, match="unknown limit 'cpu'"):
+        resolve_limits({"cpu": 1}, defaults, maxima)
+
+
+class _BrokenSandbox:
+    """A sandbox whose every run fails on our side (e.g. the engine died)."""
+
+    name = "broken"
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    @asynccontextmanager
+    async def job(self, files: Mapping[str, bytes]) -> AsyncIterator[Any]:
+        class _Job:
+            async def exec(self, argv: Sequence[str], **kwargs: Any) -> ExecResult:
+                return ExecResult.sandbox_error("the container vanished")
+
+        yield _Job()
+
+
+TESTS = {"type": "assert", "test_list": ["assert sq(2) == 4", "assert sq(3) == 9", "assert sq(-1) == 1"]}
+
+
+async def test_score_code_never_turns_our_failures_into_zero() -> None:
+    completion = "```python\ndef sq(x):\n    return x * x\n```"
+    broken = await score_code(completion, TESTS, CodeOptions(), _BrokenSandbox())  # type: ignore[arg-type]
+    assert (broken.score, broken.status) == (None, "sandbox_error")
+    missing = await score_code(completion, TESTS, CodeOptions(), None)
+    assert (missing.score, missing.status) == (None, "sandbox_error")
+    bad = await score_code(completion, {"type": "stdio", "cases": "x"}, CodeOptions(), None)
+    assert (bad.score, bad.status) == (None, "grader_error")
+    assert bad.detail is not None and "tests.stdio.cases" in bad.detail
+    empty = await score_code(completion, {"type": "call", "fn_name": "f", "cases": []}, CodeOptions(), None)
+    assert (empty.score, empty.status) == (None, "grader_error")  # code-024: never 1.0
+    none = await score_code("I would write a function.", TESTS, CodeOptions(), None)
+    assert (none.score, none.status) == (0.0, "no_answer")
+
+
+async def test_score_code_runs_the_tests() -> None:
+    sandbox = LocalSandbox(1)
+    try:
+        await sandbox.start()
+    except SandboxUnavailable as exc:
+        if IN_CI:
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    try:
+        half = (
+            "<think>```python\ndef sq(x):\n    return x * x\n```</think>\n```python\ndef sq(x):\n    return x * 2\n```"
+        )
+        score = await score_code(half, TESTS, CodeOptions(), sandbox)
+        assert (score.score, score.status) == (pytest.approx(1 / 3), "ok")  # only sq(2) == 4 holds for x * 2
+        assert score.info["cases"] == ["passed", "wrong_answer", "wrong_answer"]
+        strict = await score_code(half, TESTS, CodeOptions(all_or_nothing=True), sandbox)
+        assert strict.score == 0.0
+        crash = await score_code("```python\ndef sq(x):\n    return x +\n```", TESTS, CodeOptions(), sandbox)
+        assert (crash.score, crash.status, crash.info["verdict"]) == (0.0, "ok", "compile_error")
+    finally:
+        await sandbox.close()
