@@ -102,7 +102,7 @@ class GRPOConfig:
     # ------------------------------------------------------------------ generation
     max_prompt_length: int | None = 512
     """Prompt tokens kept (the end is kept, the start cut); ``None`` keeps all."""
-    max_completion_length: int = 256
+    max_completion_length: int = 512
     """Most tokens generated per completion; a completion that reaches it without EOS is truncated."""
     temperature: float = 1.0
     """Sampling temperature; log-probs for the loss use the same temperature so ratios match the sampler."""
