@@ -235,6 +235,13 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
     backend = TransformersBackend(
         model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
     )
+    if not backend.use_chat_template and any(
+        isinstance(r[config.prompt_column], list) for r in (*train_rows, *eval_rows)
+    ):  # fail now, not at the first batch that happens to hold a chat prompt
+        raise ValueError(
+            "the data has chat-message prompts but the tokenizer has no chat_template (or apply_chat_template is "
+            "off): give plain-text prompts, a tokenizer with a chat template, or set apply_chat_template: true"
+        )
     sampling = SamplingParams(
         max_new_tokens=config.max_completion_length,
         temperature=config.temperature,

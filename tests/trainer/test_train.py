@@ -249,3 +249,33 @@ def test_scoring_runs_while_the_caller_keeps_working() -> None:
     assert submitted_s < 0.1
     assert wait_s < 0.15
     assert [r.reward for r in results] == [1.0]
+
+
+def test_masked_truncated_completions_give_no_update(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Two tokens are too few for this random model to reach EOS: every completion is truncated and masked.
+    server = StandInServer(lambda item: float(len(item["response"]) % 2))
+    cfg = _config(
+        tiny_model_dir,
+        prompt_files,
+        tmp_path / "run",
+        max_steps=1,
+        max_completion_length=2,
+        mask_truncated_completions=True,
+    )
+    result = train(cfg, scorer=server.scorer())
+    assert result.history[0]["completions/clipped_ratio"] == 1.0
+    assert result.history[0]["optim/grad_norm"] == 0.0
+    for name, value in _params(tiny_model_dir).items():
+        assert torch.equal(_params(result.checkpoint)[name], value), name
+
+
+def test_chat_prompts_without_a_chat_template_fail_before_training(tiny_model_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "chat.jsonl"
+    data.write_text(json.dumps({"prompt": [{"role": "user", "content": "2+2?"}], "ground_truth": "4"}) + "\n")
+    server = StandInServer()
+    cfg = _config(tiny_model_dir, (data, data), tmp_path / "run", max_steps=1)
+    with pytest.raises(ValueError, match="chat_template"):
+        train(cfg, scorer=server.scorer())
+    assert server.requests == 0
