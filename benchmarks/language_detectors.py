@@ -16,12 +16,20 @@ cache emptied), as a ratio to ``lingua+viterbi`` measured in the same run; "load
 took beyond that.
 
 Run: ``python benchmarks/language_detectors.py`` (needs the dev extra for py3langid).
+
+``--long`` instead times the language and format checks on 200,000-character completions (the server's
+``max_response_chars``): long prose, and the inputs that were quadratic (unclosed ``\\(``, ``\\[``,
+``$$``, ``\\begin{…}``, runs that the URL pattern rescanned, ``<`` and blanks, backticks, end-of-turn
+tokens), each with an empty word cache (best of three), as a ratio to one 20,000-character chain of
+thought (the default ``max_chars``) measured in the same run.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
+import string
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -125,9 +133,9 @@ def main() -> None:
     base_ms = results[0][3]
     print(f"{len(rows)} texts from {DATA.relative_to(ROOT)}; accuracy = score inside its band\n")
     print(f"{'detector':<20} {'accuracy':>10} {'load s':>8} {'ms/text':>8} {'time vs lingua+viterbi':>24}")
-    for name, hits, load_s, per_row_ms, _, _ in results:
+    for name, n_hits, load_s, per_row_ms, _, _ in results:
         ratio = per_row_ms / base_ms if base_ms > 0 else math.nan
-        print(f"{name:<20} {hits:>4}/{len(rows):<5} {load_s:>8.2f} {per_row_ms:>8.2f} {ratio:>23.2f}x")
+        print(f"{name:<20} {n_hits:>4}/{len(rows):<5} {load_s:>8.2f} {per_row_ms:>8.2f} {ratio:>23.2f}x")
     print("\naccuracy per category:")
     categories = sorted(results[0][4])
     print(f"{'detector':<20} " + " ".join(f"{c:>6}" for c in categories))
@@ -147,5 +155,54 @@ def main() -> None:
         print(f"  {name}: {', '.join(misses) or '-'}")
 
 
+def _long_inputs(n: int) -> dict[str, str]:
+    rng = random.Random(0)
+    unseen = " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9))) for _ in range(n))
+    return {
+        "prose, every word unseen": unseen[:n],
+        "prose, one word repeated": "word " * (n // 5),
+        "Chinese": "我们首先把所有的数字加起来" * (n // 13),
+        "English then Chinese": "We add the numbers and divide. " * (n // 62) + "然后我们再除以总数。" * (n // 20),
+        "unclosed \\(": "\\(" * (n // 2),
+        "unclosed \\[": "so \\[ a + b " * (n // 12),
+        "unclosed $$": "so $$ a + b " * (n // 12),
+        "unclosed \\begin{align}": "\\begin{align} a " * (n // 16),
+        "a.a.a. (URL rescans)": "a." * (n // 2),
+        "< and blanks": "<" + " " * n,
+        "backtick lines": "`\n" * (n // 2),
+        "end-of-turn tokens": "<think>a</think>42" + "<|im_end|>" * (n // 10),
+    }
+
+
+def long_completions() -> None:
+    """Time 200,000-character completions against one 20,000-character chain of thought."""
+    from reward_server.schemas.format import FormatParams
+    from reward_server.verifiers.format import score_format
+
+    detector = LinguaDetector()
+    detector.load()
+
+    def timed(text: str) -> tuple[float, float]:
+        detector.clear_cache()
+        start = time.perf_counter()
+        score_language(text, PARAMS, target="en", detector=detector)
+        language_s = time.perf_counter() - start
+        start = time.perf_counter()
+        score_format(text, FormatParams(mode="soft"))
+        return language_s, time.perf_counter() - start
+
+    base_text = "\n".join(chain_of_thought(json.loads(line)["text"]) for line in DATA.read_text().splitlines())
+    base_text = (base_text * (PARAMS.max_chars // len(base_text) + 1))[: PARAMS.max_chars]
+    base_s = min(timed(base_text)[0] for _ in range(3))
+    print(
+        f"baseline: language check of one {len(base_text):,}-character chain of thought, cold word cache: "
+        f"{base_s * 1000:.0f} ms\n"
+    )
+    print(f"{'200,000-character completion':<28} {'language ms':>11} {'vs baseline':>11} {'format ms':>10}")
+    for name, text in _long_inputs(200_000).items():
+        language_s, format_s = (min(column) for column in zip(*(timed(text[:200_000]) for _ in range(3)), strict=True))
+        print(f"{name:<28} {language_s * 1000:>11.0f} {language_s / base_s:>10.2f}x {format_s * 1000:>10.1f}")
+
+
 if __name__ == "__main__":
-    main()
+    long_completions() if "--long" in sys.argv else main()

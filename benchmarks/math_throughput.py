@@ -34,7 +34,9 @@ MIX = ["correct"] * 6 + ["wrong"] * 5 + ["unanswered"] * 2 + ["long"] * 3
 
 
 def wrong_value(answer: str) -> str:
-    digits = list(re.finditer(r"\d", answer))
+    """Bump the last digit of the value (not of a unit such as ``\\mbox{ cm}^2``, which is no value)."""
+    unit = re.search(r"\\(?:mbox|text)\{", answer)
+    digits = list(re.finditer(r"\d", answer[: unit.start()] if unit and unit.start() > 0 else answer))
     if digits:
         d = digits[-1]
         return answer[: d.start()] + str((int(d.group()) + 1) % 10) + answer[d.end() :]

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -66,8 +66,9 @@ def serve(
     )
 
 
-def _read_items(path: Path) -> list[dict[str, Any]]:
-    items = []
+def _read_items(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The file's items and the line number of each."""
+    items, lines = [], []
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -75,12 +76,19 @@ def _read_items(path: Path) -> list[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise typer.BadParameter(f"{path}:{n}: not JSON ({exc.msg})") from exc
+                _fail(f"{path}:{n}: not JSON ({exc.msg})", 2)
             if not isinstance(row, dict):
-                raise typer.BadParameter(f"{path}:{n}: each line must be a JSON object")
+                _fail(f"{path}:{n}: each line must be a JSON object", 2)
             row.setdefault("id", str(n))
             items.append(row)
-    return items
+            lines.append(n)
+    return items, lines
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    """Stop with a one-line message on stderr (no traceback, no decoration): 2 for bad input, 1 otherwise."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -98,26 +106,68 @@ def score(
     """Score a JSONL file of reward items (the fields of a /v1/rewards item; `id` defaults to the line number).
 
     Offline (no --url) it runs the same verifier code in local worker processes. Results are JSONL, in
-    input order, one per item.
+    input order, one per item. An output file appears only when every item was scored.
     """
     from tqdm import tqdm
 
-    rows = _read_items(file)
-    out = output.open("w", encoding="utf-8") if output else sys.stdout
+    rows, lines = _read_items(file)
+    resolved = None if url else _validate_offline(file, rows, lines, preset)
+    tmp = output.with_name(f".{output.name}.partial") if output else None
+    out = tmp.open("w", encoding="utf-8") if tmp else sys.stdout
     bar = tqdm(total=len(rows), unit="item", file=sys.stderr, desc="scoring")
+    ok = False
     try:
         if url:
-            _score_remote(rows, url, batch_size, preset, out, bar)
+            _score_remote(file, rows, lines, url, batch_size, preset, out, bar)
         else:
-            asyncio.run(_score_offline(rows, batch_size, preset, out, bar))
+            asyncio.run(_score_offline(rows, resolved, batch_size, out, bar))
+        ok = True
     finally:
         bar.close()
-        if output:
+        if tmp is not None and output is not None:
             out.close()
+            if ok:
+                os.replace(tmp, output)
+            else:
+                tmp.unlink(missing_ok=True)
+
+
+def _write(out: Any, result: dict[str, Any]) -> None:
+    out.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def _validate_offline(
+    path: Path, rows: list[dict[str, Any]], lines: list[int], preset: str | None
+) -> tuple[list[Any], list[Any]]:
+    """Validate every item as the server would, naming the line of the first bad one."""
+    from pydantic import ValidationError
+
+    from reward_server.rewards import ComponentSpecError, validate_batch
+    from reward_server.schemas.rewards import RewardItem
+
+    items = []
+    for row, n in zip(rows, lines, strict=True):
+        try:
+            items.append(RewardItem.model_validate(row))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            _fail(f"{path}:{n}: {'.'.join(map(str, err['loc']))}: {err['msg']}", 2)
+    try:
+        return items, validate_batch(items, None, preset)
+    except ComponentSpecError as exc:
+        where = f"{path}:{lines[int(exc.loc[1])]}" if exc.loc[:1] == ("items",) else str(path)
+        _fail(f"{where}: {exc.msg}", 2)
 
 
 def _score_remote(
-    rows: list[dict[str, Any]], url: str, batch_size: int, preset: str | None, out: Any, bar: Any
+    path: Path,
+    rows: list[dict[str, Any]],
+    lines: list[int],
+    url: str,
+    batch_size: int,
+    preset: str | None,
+    out: Any,
+    bar: Any,
 ) -> None:
     import httpx
 
@@ -126,34 +176,36 @@ def _score_remote(
             body: dict[str, Any] = {"items": rows[start : start + batch_size]}
             if preset:
                 body["preset"] = preset
-            r = client.post("/v1/rewards", json=body)
+            try:
+                r = client.post("/v1/rewards", json=body)
+            except httpx.TransportError as exc:
+                _fail(f"cannot reach {url}: {exc}")
+            if r.status_code == 422:
+                err = r.json()["detail"][0]
+                loc = err.get("loc", [])
+                where = f"{path}:{lines[start + loc[2]]}" if loc[1:2] == ["items"] and len(loc) > 2 else str(path)
+                _fail(f"{where}: {'.'.join(map(str, loc[3:]))}: {err.get('msg')}", 2)
             if r.status_code != 200:
-                raise typer.BadParameter(f"server answered {r.status_code}: {r.text[:500]}")
+                _fail(f"server answered {r.status_code}: {r.text[:500]}")
             for result in r.json()["results"]:
-                out.write(json.dumps(result, ensure_ascii=False) + "\n")
+                _write(out, result)
             bar.update(len(body["items"]))
 
 
-async def _score_offline(rows: list[dict[str, Any]], batch_size: int, preset: str | None, out: Any, bar: Any) -> None:
-    from pydantic import ValidationError
-
-    from reward_server.rewards import ComponentSpecError, score_batch, validate_batch
+async def _score_offline(
+    rows: list[dict[str, Any]], resolved: tuple[list[Any], list[Any]] | None, batch_size: int, out: Any, bar: Any
+) -> None:
+    from reward_server.rewards import score_batch
     from reward_server.runtime import scoring_runtime
-    from reward_server.schemas.rewards import RewardItem
     from reward_server.settings import Settings
 
-    settings = Settings()
-    try:
-        items = [RewardItem.model_validate(r) for r in rows]
-        resolved = validate_batch(items, None, preset)
-    except (ValidationError, ComponentSpecError) as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    async with scoring_runtime(settings) as ctx:
+    assert resolved is not None
+    items, components = resolved
+    async with scoring_runtime(Settings()) as ctx:
         for start in range(0, len(items), batch_size):
             chunk = items[start : start + batch_size]
-            results = await score_batch(chunk, resolved[start : start + batch_size], ctx)
-            for result in results:
-                out.write(result.model_dump_json() + "\n")
+            for result in await score_batch(chunk, components[start : start + batch_size], ctx):
+                _write(out, result.model_dump(mode="json"))
             bar.update(len(chunk))
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
@@ -14,9 +13,11 @@ from fastapi.responses import JSONResponse
 
 from reward_server import __version__
 from reward_server.metrics import Metrics
+from reward_server.middleware import BodyLimit, RequestMetrics
 from reward_server.routers import code, health, math, rewards
 from reward_server.routers import format as format_router
 from reward_server.routers import language as language_router
+from reward_server.routers.cancel import ClientGone
 from reward_server.runtime import scoring_runtime
 from reward_server.settings import Settings
 
@@ -55,21 +56,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.math_pool = None
     app.state.scoring = None
 
-    @app.middleware("http")
-    async def record_metrics(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        start = time.perf_counter()
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.requests.labels(path, str(response.status_code)).inc()
-        metrics.request_latency.labels(path).observe(time.perf_counter() - start)
-        return response
+    # The last added is the outermost: metrics see every answer, the 413s of the body limit included.
+    app.add_middleware(BodyLimit, max_bytes=int(settings.max_body_mb * 1024 * 1024))
+    app.add_middleware(RequestMetrics, metrics=metrics)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's default shape, minus the echo of the whole input (which can be megabytes of text).
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
         return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> Response:
+        # Nobody is listening; 499 (nginx's "client closed request") keeps the metrics honest.
+        return Response(status_code=499)
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:

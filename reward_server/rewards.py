@@ -12,6 +12,7 @@ This module has no FastAPI in it: routers and the offline ``score`` command both
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -166,7 +167,9 @@ async def _overlong(ic: ItemContext, params: OverlongParams) -> ComponentScore:
 
 
 async def _cosine(ic: ItemContext, params: CosineParams) -> ComponentScore:
-    correct = ic.done["accuracy"].info.get("correct")
+    accuracy = ic.done["accuracy"]
+    # Math states correctness; for code, correct means every test passed.
+    correct = accuracy.info.get("correct", None if accuracy.score is None else accuracy.score == 1.0)
     return score_cosine(ic.item.response, params, correct=correct, num_tokens=ic.item.num_tokens)
 
 
@@ -239,6 +242,28 @@ def _check_preset(name: str, loc: tuple[str | int, ...]) -> dict[str, float]:
     return PRESETS[name]
 
 
+# Weights and float parameters must be finite and bounded, so a reward is always a finite number.
+_MAX_ABS = 1e6
+
+
+def _finite(x: float) -> bool:
+    return math.isfinite(x) and abs(x) <= _MAX_ABS
+
+
+def _non_finite_field(values: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """The path of the first float in ``values`` that is NaN, infinite or over ``_MAX_ABS``, or ``None``."""
+    if isinstance(values, float) and not _finite(values):
+        return path
+    items = (
+        values.items() if isinstance(values, dict) else enumerate(values) if isinstance(values, list | tuple) else ()
+    )
+    for key, value in items:
+        found = _non_finite_field(value, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
 def resolve_components(
     item_components: Mapping[str, ComponentSpec] | None,
     item_preset: str | None,
@@ -281,14 +306,19 @@ def resolve_components(
             raise ComponentSpecError(loc, "a component is a weight (number) or an object {'weight': w, ...params}")
         raw = {"weight": float(spec)} if isinstance(spec, int | float) else dict(spec)
         weight = raw.pop("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight != weight:
-            raise ComponentSpecError((*loc, "weight"), "weight must be a finite number")
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not _finite(weight):
+            raise ComponentSpecError((*loc, "weight"), f"weight must be a number with |weight| <= {_MAX_ABS:g}")
         try:
             params = component.params.model_validate(raw)
         except ValidationError as exc:
             err = exc.errors()[0]
             path = ".".join(str(p) for p in err["loc"])
             raise ComponentSpecError((*loc, *err["loc"]), f"{name}.{path}: {err['msg']}") from exc
+        bad = _non_finite_field(params.model_dump())
+        if bad is not None:
+            raise ComponentSpecError(
+                (*loc, *bad), f"{name}.{'.'.join(map(str, bad))}: must be finite, |x| <= {_MAX_ABS:g}"
+            )
         resolved.append(ResolvedComponent(component, float(weight), params))
     return resolved
 
@@ -322,7 +352,14 @@ def validate_batch(
         ComponentSpecError: with a ``loc`` from the request root, e.g. ``("items", 3, "components", "foo")``.
     """
     out = []
+    seen: dict[str, int] = {}
     for i, item in enumerate(items):
+        if item.id in seen:
+            raise ComponentSpecError(
+                ("items", i, "id"),
+                f"duplicate id {item.id!r} (also item {seen[item.id]}); ids must be unique in a batch",
+            )
+        seen[item.id] = i
         resolved = resolve_components(
             item.components, item.preset, request_components, request_preset, item_loc=("items", i)
         )

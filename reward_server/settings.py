@@ -78,6 +78,10 @@ class Settings(BaseSettings):
 
     # Request limits.
     max_batch_items: int = Field(4096, ge=1, description="Largest `items` list in one request; above it: 413.")
+    max_body_mb: float = Field(256.0, gt=0, description="Largest request body in MB; above it: 413.")
+    max_ground_truth_chars: int = Field(
+        50_000, ge=1, description="Longest reference answer accepted; longer is rejected with 422."
+    )
     max_response_chars: int = Field(
         200_000, ge=1, description="Longest completion accepted; longer text is rejected with 422."
     )

@@ -27,6 +27,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -84,6 +85,7 @@ class _Worker:
     started_at: float = 0.0
     deadline: asyncio.TimerHandle | None = None
     keys: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    gone: bool = False  # detached from the pool: anything its reader thread still reports is ignored
 
     def remember(self, key: str | None) -> None:
         if key is None:
@@ -252,16 +254,33 @@ class WorkerPool:
         child_conn.close()
         worker = _Worker(index=index, process=process, conn=parent_conn)
         assert self._loop is not None
-        self._loop.add_reader(parent_conn.fileno(), self._on_readable, worker)
+        # A blocking reader thread per worker, not loop.add_reader: uvloop makes a watched fd non-blocking,
+        # and a result or payload larger than the pipe buffer then fails half-way (BlockingIOError).
+        threading.Thread(
+            target=self._read_loop, args=(worker, self._loop), name=f"rlvr-{self.name}-reader-{index}", daemon=True
+        ).start()
         return worker
 
+    def _read_loop(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+        """Reader thread: hand each message from the worker's pipe to the event loop, then its end."""
+        while True:
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                message = None
+            try:
+                if message is None:
+                    loop.call_soon_threadsafe(self._on_eof, worker)
+                    return
+                loop.call_soon_threadsafe(self._on_message, worker, message)
+            except RuntimeError:  # the loop is closed: the pool is gone
+                return
+
     def _detach(self, worker: _Worker) -> None:
+        worker.gone = True
         if worker.deadline is not None:
             worker.deadline.cancel()
             worker.deadline = None
-        if self._loop is not None:
-            with contextlib.suppress(Exception):
-                self._loop.remove_reader(worker.conn.fileno())
 
     def _replace(self, worker: _Worker, reason: str) -> None:
         """Kill ``worker`` (if still alive) and put a fresh process in its slot."""
@@ -280,21 +299,24 @@ class WorkerPool:
         if not self._closed:
             self._workers[worker.index] = self._spawn(worker.index)
 
-    def _on_readable(self, worker: _Worker) -> None:
-        try:
-            message = worker.conn.recv()
-        except (EOFError, OSError):
-            if not worker.ready:
-                self._on_startup_failure(worker)
-                return
-            task = worker.task
-            if task is not None:
-                # The pipe closes as the process exits; a short join reads its exit code (crashes only).
-                worker.process.join(0.05)
-                code = worker.process.exitcode
-                self._finish(worker, TaskOutcome(TaskStatus.CRASHED, detail=f"worker died (exit code {code})"))
-            self._replace(worker, "crash")
-            self._dispatch()
+    def _on_eof(self, worker: _Worker) -> None:
+        """The worker's pipe closed: the process died (or was killed by us, then ``gone`` is set)."""
+        if worker.gone:
+            return
+        if not worker.ready:
+            self._on_startup_failure(worker)
+            return
+        task = worker.task
+        if task is not None:
+            # The pipe closes as the process exits; a short join reads its exit code (crashes only).
+            worker.process.join(0.05)
+            code = worker.process.exitcode
+            self._finish(worker, TaskOutcome(TaskStatus.CRASHED, detail=f"worker died (exit code {code})"))
+        self._replace(worker, "crash")
+        self._dispatch()
+
+    def _on_message(self, worker: _Worker, message: Any) -> None:
+        if worker.gone:
             return
         if message[0] == "ready":
             worker.ready = True
@@ -398,8 +420,12 @@ class WorkerPool:
             self._pending.remove(task)
             try:
                 worker.conn.send((task.id, task.payload))
-            except (BrokenPipeError, OSError):
-                self._pending.appendleft(task)
+            except (BrokenPipeError, OSError) as exc:
+                # Not retried: a payload that breaks the pipe would break every worker in turn.
+                if not task.future.done():
+                    task.future.set_result(
+                        TaskOutcome(TaskStatus.CRASHED, detail=f"could not hand the task over: {exc}")
+                    )
                 self._replace(worker, "crash")
                 continue
             worker.task = task

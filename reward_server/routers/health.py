@@ -18,14 +18,23 @@ async def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
-    summary="Readiness: 200 once the worker pools are up, 503 before.",
+    summary="Readiness: 200 once the math workers are up, 503 before. `sandbox` says whether code runs.",
     responses={503: {"description": "Workers are still starting."}},
 )
 async def readyz(request: Request) -> JSONResponse:
     pool = request.app.state.math_pool
-    checks = {"math_workers": bool(pool is not None and pool.ready)}
-    ready = all(checks.values())
-    return JSONResponse(status_code=200 if ready else 503, content={"ready": ready, "checks": checks})
+    scoring = getattr(request.app.state, "scoring", None)
+    math_ready = bool(pool is not None and pool.ready)
+    # A server without a sandbox still serves everything but code (code items get sandbox_error), so the
+    # sandbox informs rather than gates readiness.
+    if scoring is None:
+        sandbox = "starting"
+    elif scoring.sandbox is not None:
+        sandbox = "ok"
+    else:
+        sandbox = f"unavailable: {scoring.sandbox_unavailable}"
+    content = {"ready": math_ready, "checks": {"math_workers": math_ready, "sandbox": sandbox}}
+    return JSONResponse(status_code=200 if math_ready else 503, content=content)
 
 
 @router.get("/metrics", summary="Prometheus metrics.", response_class=Response)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException, Request
 
-from reward_server.deps import ScoringDep
+from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.rewards import run_math
+from reward_server.routers.cancel import unless_disconnected
+from reward_server.routers.limits import check_text_lengths
 from reward_server.schemas.math import MathVerifyRequest, MathVerifyResponse
 
 router = APIRouter(prefix="/v1/math", tags=["math"])
@@ -17,8 +19,15 @@ router = APIRouter(prefix="/v1/math", tags=["math"])
     summary="Is the response's final answer equal to the reference?",
     responses={503: {"description": "Workers are still starting (see Retry-After)."}},
 )
-async def verify(request: MathVerifyRequest, scoring: ScoringDep) -> MathVerifyResponse:
-    verdict = await run_math(scoring, request.response, request.ground_truth, request.options)
+async def verify(
+    request: MathVerifyRequest, http: Request, settings: SettingsDep, scoring: ScoringDep
+) -> MathVerifyResponse:
+    errors = check_text_lengths(settings, response=request.response, ground_truth=request.ground_truth)
+    if errors:
+        raise HTTPException(status_code=422, detail=errors)
+    verdict = await unless_disconnected(
+        http, run_math(scoring, request.response, request.ground_truth, request.options)
+    )
     if scoring.metrics is not None:
         scoring.metrics.items.labels("math").inc()
         scoring.metrics.verdicts.labels("accuracy", str(verdict.status)).inc()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.rewards import ComponentSpecError, score_batch, validate_batch
+from reward_server.routers.cancel import unless_disconnected
+from reward_server.routers.limits import check_text_lengths
 from reward_server.schemas.rewards import RewardsRequest, RewardsResponse
 
 router = APIRouter(prefix="/v1", tags=["rewards"])
@@ -22,37 +24,25 @@ router = APIRouter(prefix="/v1", tags=["rewards"])
         503: {"description": "Workers are still starting (see Retry-After)."},
     },
 )
-async def rewards(request: RewardsRequest, settings: SettingsDep, scoring: ScoringDep) -> RewardsResponse:
+async def rewards(
+    request: RewardsRequest, http: Request, settings: SettingsDep, scoring: ScoringDep
+) -> RewardsResponse:
     if len(request.items) > settings.max_batch_items:
         raise HTTPException(
             status_code=413,
             detail=f"{len(request.items)} items exceed the limit of {settings.max_batch_items} per request "
             "(RLVR_MAX_BATCH_ITEMS); split the batch",
         )
-    errors = []
-    seen: dict[str, int] = {}
+    errors: list[dict[str, object]] = []
     for i, item in enumerate(request.items):
-        if len(item.response) > settings.max_response_chars:
-            errors.append(
-                {
-                    "loc": ("body", "items", i, "response"),
-                    "msg": f"response has {len(item.response)} characters; the limit is {settings.max_response_chars}",
-                    "type": "too_long",
-                }
-            )
-        if item.id in seen:
-            errors.append(
-                {
-                    "loc": ("body", "items", i, "id"),
-                    "msg": f"duplicate id {item.id!r} (also item {seen[item.id]}); ids must be unique in a batch",
-                    "type": "value_error",
-                }
-            )
-        seen.setdefault(item.id, i)
+        errors += check_text_lengths(
+            settings, response=item.response, ground_truth=item.ground_truth, loc=("body", "items", i)
+        )
     if errors:
         raise RequestValidationError(errors)
     try:
         resolved = validate_batch(request.items, request.components, request.preset)
     except ComponentSpecError as exc:
         raise RequestValidationError([{"loc": ("body", *exc.loc), "msg": exc.msg, "type": "value_error"}]) from exc
-    return RewardsResponse(results=await score_batch(request.items, resolved, scoring))
+    results = await unless_disconnected(http, score_batch(request.items, resolved, scoring))
+    return RewardsResponse(results=results)

@@ -7,6 +7,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "DEFAULT_MAX_CHARS",
     "SUPPORTED_LANGUAGES",
     "LanguageCheckRequest",
     "LanguageCheckResult",
@@ -23,6 +24,8 @@ LanguageCode = Literal[
     "zh", "ja", "ko", "el", "he", "hi", "th",
 ]  # fmt: skip
 SUPPORTED_LANGUAGES: tuple[str, ...] = get_args(LanguageCode)
+# About 5,000 tokens of English. Reading costs time per word; see `max_chars`.
+DEFAULT_MAX_CHARS = 20_000
 
 
 class LanguageParams(BaseModel):
@@ -44,6 +47,25 @@ class LanguageParams(BaseModel):
         "think",
         pattern=r"^[A-Za-z][A-Za-z0-9_.:-]{0,31}$",
         description="The thinking tag: only text inside it counts (all of the completion when it has none).",
+    )
+    default_target: LanguageCode | None = Field(
+        "en",
+        description=(
+            "The target when the item gives none and its prompt has too few words to detect one (`Simplify "
+            "$\\sqrt{242}$.`), reported as `target_source: default`. `null`: abstain instead, with status "
+            "`no_target`."
+        ),
+    )
+    max_chars: int = Field(
+        DEFAULT_MAX_CHARS,
+        ge=1_000,
+        le=32_000,
+        description=(
+            "Most characters of the chain of thought whose words are read. A longer one is read in 16 evenly "
+            "spaced windows adding up to this many, from its start to its end, so the score is an estimate "
+            "over the whole text and scoring stays well under a second even at 200,000 characters. Code and "
+            "math are still located in the whole text."
+        ),
     )
 
 
@@ -87,17 +109,24 @@ class LanguageCheckResult(BaseModel):
         ge=0.0, le=1.0, description="Share of target-language words, or null when the check abstains."
     )
     status: Literal["ok", "too_short", "no_target"] = Field(
-        description="`ok`; `too_short` below `min_words`; `no_target` when no target was given or detected."
+        description=(
+            "`ok`; `too_short` below `min_words`; `no_target` when no target was given or detected and "
+            "`default_target` is null."
+        )
     )
     detail: str | None = Field(None, description="Why the check abstained, when it did.")
     target: str | None = Field(None, description="The target language used.")
-    target_source: Literal["given", "prompt"] | None = Field(None, description="Where the target came from.")
+    target_source: Literal["given", "prompt", "default"] | None = Field(
+        None, description="Where the target came from: the request, the prompt, or `default_target`."
+    )
     words: int = Field(0, description="Words that carry a language in the chain of thought.")
     languages: dict[str, float] = Field(
         default_factory=dict, description="Share of those words per language (ISO 639-1; `other`: unsupported)."
     )
     word_counts: dict[str, int] = Field(default_factory=dict, description="Those words counted per language.")
     ignored: int = Field(0, description="Tokens that count for no language (code, math, numbers, identifiers...).")
+    chars_read: int = Field(0, description="Characters of the chain of thought read (see `max_chars`).")
+    chars: int = Field(0, description="Characters in the chain of thought.")
 
     model_config = ConfigDict(
         json_schema_extra={

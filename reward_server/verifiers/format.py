@@ -7,15 +7,22 @@ closing tag, no room for a pre-filled ``<think>``, tags inside code counted, tex
 accepted. Here the completion is checked tag by tag instead, outside code spans (see :mod:`.markup`).
 
 Every check is named, so a ``soft`` score is the share of checks passed, and the report says which failed.
+The bare and the tagged layouts get the same seven checks, so their soft scores share one scale. Blank
+means Unicode whitespace and the invisible characters (zero-width space, BOM ...), and every scan is linear
+in the completion's length.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from itertools import islice
+
+import regex
 
 from reward_server.schemas.format import FormatParams
 from reward_server.verifiers.base import ComponentScore
-from reward_server.verifiers.markup import Tag, code_spans, find_tags
+from reward_server.verifiers.markup import Tag, code_spans, find_tags, in_spans
 
 __all__ = ["FormatReport", "check_format", "score_format"]
 
@@ -39,14 +46,47 @@ class FormatReport:
         return all(self.checks.values())
 
 
-def _strip_end_of_turn(text: str, tokens: tuple[str, ...]) -> str:
-    """``text`` without any trailing run of blanks and end-of-turn tokens."""
+# Blank: Unicode whitespace, the default-ignorable code points (zero-width space and joiners, word joiner,
+# BOM, soft hyphen, Hangul fillers, variation selectors...) and the Braille blank: all render as nothing,
+# so a think block of "\u200b" is as empty as one of spaces.
+_BLANK = r"\s\p{Default_Ignorable_Code_Point}\u2800"
+_NON_BLANK = regex.compile(f"[^{_BLANK}]")
+_LAST_NON_BLANK = regex.compile(f"(?r)[^{_BLANK}]")  # searched backwards from the end
+
+
+def _is_blank(text: str) -> bool:
+    return _NON_BLANK.search(text) is None
+
+
+def _strip_blank(text: str) -> str:
+    first = _NON_BLANK.search(text)
+    if first is None:
+        return ""
+    last = _LAST_NON_BLANK.search(text)
+    assert last is not None
+    return text[first.start() : last.end()]
+
+
+def _body_end(text: str, tokens: tuple[str, ...]) -> int:
+    """Where the trailing run of blanks and end-of-turn ``tokens`` starts (``len(text)`` when none)."""
+    end = len(text)
     while True:
-        text = text.rstrip()
-        token = next((t for t in tokens if t and text.endswith(t)), None)
+        last = _LAST_NON_BLANK.search(text, 0, end)
+        end = last.end() if last is not None else 0
+        # An index, never a slice: trimming "<|im_end|>" * 20_000 by slices would copy the text each time.
+        token = next((t for t in tokens if t and text.endswith(t, 0, end)), None)
         if token is None:
-            return text
-        text = text[: -len(token)]
+            return end
+        end -= len(token)
+
+
+def _end_of_turn_inside(text: str, start: int, end: int, tokens: tuple[str, ...], spans: list[tuple[int, int]]) -> bool:
+    """Whether an end-of-turn token outside code occurs in ``text[start:end]``: what follows it is past the turn."""
+    tokens = tuple(t for t in tokens if t)
+    if not tokens:
+        return False
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
+    return any(not in_spans(m.start(), spans) for m in pattern.finditer(text, start, end))
 
 
 def _one(tags: list[Tag], closing: bool) -> Tag | None:
@@ -58,28 +98,32 @@ def _one(tags: list[Tag], closing: bool) -> Tag | None:
 def check_format(response: str, params: FormatParams) -> FormatReport:
     """Check ``response`` against the layout that ``params`` describes, check by check.
 
-    The checks (all must pass for the layout to hold):
+    Every completion gets the same seven checks, in the bare layout as in the tagged one, so a soft score
+    means the same in both (all must pass for the layout to hold):
         ``think_open``: exactly one canonical ``<think>``, with nothing but blanks before it; with
             ``think_prefilled``, no ``<think>`` at all.
         ``think_close``: exactly one canonical ``</think>``, after the opening tag.
         ``think_nonempty``: at least ``min_think_chars`` non-blank characters of thinking.
-        ``answer_open`` / ``answer_close`` (when the answer tag is used or required): exactly one canonical
-            ``<answer>`` after ``</think>`` and one ``</answer>`` after it.
+        ``answer_open`` / ``answer_close``: exactly one canonical ``<answer>`` after ``</think>`` and one
+            ``</answer>`` after it; or, in the bare layout (no answer tag anywhere, allowed unless
+            ``require_answer_tag``), a ``</think>`` for the bare answer to follow.
         ``answer_nonempty``: the answer has a non-blank character.
-        ``nothing_else``: only blanks between ``</think>`` and ``<answer>``, and after the answer only
-            blanks and ``end_of_turn_tokens``.
-    Tags inside fenced or inline code are text, not tags.
+        ``nothing_else``: only blanks between ``</think>`` and ``<answer>``; after the answer only blanks and
+            ``end_of_turn_tokens``; and no end-of-turn token before that trailing run (text after one is past
+            the end of the turn).
+    Blank means Unicode whitespace or an invisible character (zero-width space, BOM, ...). Tags and
+    end-of-turn tokens inside fenced or inline code are text.
     """
     spans = code_spans(response)
     think = find_tags(response, params.think_tag, spans)
     answer_tags = find_tags(response, params.answer_tag, spans)
-    body = _strip_end_of_turn(response, params.end_of_turn_tokens)
+    body_end = _body_end(response, params.end_of_turn_tokens)
     checks: dict[str, bool] = {}
     problems: list[str] = []
 
     def check(name: str, passed: bool, problem: str) -> None:
         checks[name] = passed
-        if not passed:
+        if not passed and problem not in problems:  # two checks failing for one reason share the clause
             problems.append(problem)
 
     think_name, answer_name = f"<{params.think_tag}>", f"<{params.answer_tag}>"
@@ -96,7 +140,7 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
         start = opener.end if opener else 0
         check(
             "think_open",
-            opener is not None and not response[: opener.start].strip(),
+            opener is not None and _is_blank(response[: opener.start]),
             f"expected one {think_name} at the start, found {n_open} opening tag(s)"
             + (" after other text" if opener is not None else ""),
         )
@@ -106,12 +150,13 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
     thinking = response[start : closer.start] if closer is not None else ""
     check(
         "think_nonempty",
-        len("".join(thinking.split())) >= params.min_think_chars,
+        sum(1 for _ in islice(_NON_BLANK.finditer(thinking), params.min_think_chars)) >= params.min_think_chars,
         f"the thinking is empty (fewer than {params.min_think_chars} non-blank characters)",
     )
 
     answer: str | None = None
-    after = closer.end if closer is not None else len(body)
+    after = closer.end if closer is not None else body_end
+    past_turn = _end_of_turn_inside(response, after, body_end, params.end_of_turn_tokens, spans)
     if answer_tags or params.require_answer_tag:
         a_open = _one(answer_tags, closing=False)
         a_close = _one(answer_tags, closing=True)
@@ -128,15 +173,25 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
             f"expected one </{params.answer_tag}> after it, found {sum(t.closing for t in answer_tags)}",
         )
         if a_open is not None and a_close is not None:
-            answer = response[a_open.end : a_close.start].strip()
-            stray = response[after : a_open.start] + body[a_close.end :]
+            answer = _strip_blank(response[a_open.end : a_close.start])
+            stray = response[after : a_open.start] + response[a_close.end : max(body_end, a_close.end)]
         else:
             stray = ""
         check("answer_nonempty", bool(answer), "the answer is empty")
-        check("nothing_else", not stray.strip(), "text outside the answer tags after the thinking")
+        stray_blank = _is_blank(stray)
+        check(
+            "nothing_else",
+            stray_blank and not past_turn,
+            "text after an end-of-turn token" if stray_blank else "text outside the answer tags after the thinking",
+        )
     else:
-        answer = body[after:].strip() if closer is not None else None
+        # The bare layout: the answer is all that follows </think>, so the tag checks ask only for that.
+        no_place = f"no </{params.think_tag}> for the answer to follow"
+        check("answer_open", closer is not None, no_place)
+        check("answer_close", closer is not None, no_place)
+        answer = _strip_blank(response[after:body_end]) if closer is not None else None
         check("answer_nonempty", bool(answer), "no answer after the thinking")
+        check("nothing_else", not past_turn, "text after an end-of-turn token")
 
     ok = all(checks.values())
     return FormatReport(checks=checks, problems=tuple(problems), answer=answer if ok else None)

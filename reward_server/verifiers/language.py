@@ -7,10 +7,20 @@ language words in the CoT". What that needs, and what is chosen here:
 think tag (:func:`reward_server.verifiers.markup.chain_of_thought`). Inside it, these count for no
 language, neither for nor against: fenced and inline code, code lines without fences (a line that starts
 with a code keyword and ends in ``:``/``{``/``;`` or has ``(``/``=``, a line dense in code symbols, and the
-indented lines under such a line), LaTeX and math (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``,
-``\\begin{…}…\\end{…}``), URLs and e-mail addresses, and any token with a digit or a character other than
-a letter, apostrophe or hyphen (numbers, file paths, ``snake_case``, ``a.b``, ``f(x)``, ``\\frac``), plus
-``camelCase`` words, all-capital acronyms and one-letter words (as often a variable as a word).
+indented lines under such a line), math (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``, and
+``\\begin{env}…\\end{env}`` for the math environments: ``equation``, ``align``, ``gather``, ``cases``,
+the matrices, ``array`` ..., starred or not), URLs and e-mail addresses, and any token with a digit or a
+character other than a letter, apostrophe or hyphen (numbers, file paths, ``snake_case``, ``a.b``,
+``f(x)``, ``\\frac``), plus ``camelCase`` words, all-capital acronyms and one-letter words (as often a
+variable as a word).
+
+Two exceptions keep prose from hiding there. The argument of ``\\text{…}`` (and ``\\textrm``,
+``\\textbf``, ``\\mbox``, ``\\intertext`` ...) inside math is prose, and so is the body of any other
+environment (``proof``, ``itemize``...). And a Han or kana character is a word wherever it stands outside
+fenced code, inline code and math: glued into an identifier, a number, a URL, an e-mail address or an
+unfenced code line (``我_们``, ``答1案``, ``if 两个数:``), it is still Chinese or Japanese, since no glue
+makes ideographs an identifier. Hangul is written with spaces, so glued Hangul is an identifier, as glued
+Latin is.
 
 *What a word is.* In scripts written with spaces (Latin, Cyrillic, Greek, Arabic, Hebrew, Hangul,
 Devanagari, ...) a word is a run of letters, with inner apostrophes and hyphens. Chinese and Japanese are
@@ -31,29 +41,40 @@ cannot). That is how a switch in the middle of a sentence is caught without labe
 its own. Letters of any other script count as ``other``.
 
 *Short text.* Under ``min_words`` words that carry a language the check abstains (``None``,
-``too_short``): detectors are unreliable on a few words, and a ratio of 2 words is noise.
+``too_short``): detectors are unreliable on a few words, and a ratio of 2 words is noise. A prompt under
+``min_words`` cannot name the target either; ``default_target`` (``en`` unless set) does then.
+
+*Long text.* Reading costs time per word (tokens, detector, Viterbi), so at most ``max_chars`` characters
+are read (20,000 by default, 32,000 at most): a longer chain of thought is read in :data:`SAMPLE_WINDOWS`
+evenly spaced windows that add up to that many, from its start to its end, and the share is estimated
+from them; code and math are still located in the whole text first. Every scan is linear in the text's
+length, so 200,000 characters of anything are scored in about 0.3 s on an idle core at worst (all words
+unseen by the detector's cache); ``python benchmarks/language_detectors.py --long`` prints the figures.
 
 *Determinism.* No randomness anywhere: the detector is a fixed model, ties break by a fixed language order.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import regex
 
-from reward_server.schemas.language import SUPPORTED_LANGUAGES, LanguageParams
+from reward_server.schemas.language import DEFAULT_MAX_CHARS, SUPPORTED_LANGUAGES, LanguageParams
 from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.markup import chain_of_thought, code_spans
 
 __all__ = [
     "DETECTED_LANGUAGES",
+    "SAMPLE_WINDOWS",
     "SWITCH_PENALTY",
     "LanguageBreakdown",
     "LinguaDetector",
@@ -71,8 +92,13 @@ DETECTED_LANGUAGES: tuple[str, ...] = (
 )  # fmt: skip
 # Cost, in nats of the words' log-probabilities, of switching language between two consecutive words.
 SWITCH_PENALTY = 2.0
+# Unseen words sent to lingua per call (it holds the GIL for a whole call).
+_DETECTOR_CHUNK_WORDS = 256
 # Floor on a word's probability: one word alone can move the path by at most log(1/floor) = 6.9 nats.
 _PROBABILITY_FLOOR = 1e-3
+# Reading a long chain of thought costs time per word (tokens, detector, Viterbi); past ``max_chars`` it is
+# read in this many evenly spaced windows, so a language switch late in a long text is still sampled.
+SAMPLE_WINDOWS = 16
 # A text is Japanese rather than Chinese when kana are at least this share of its CJK characters.
 _KANA_SHARE_FOR_JAPANESE = 0.2
 
@@ -136,7 +162,16 @@ class LinguaDetector:
         missing = sorted(k for k, v in found.items() if v is None)
         if missing:
             index = {code: i for i, code in enumerate(self.languages)}
-            results = self._lingua().compute_language_confidence_values_in_parallel(missing)
+            # lingua holds the GIL for a whole call (4,000 unseen words: about 0.5 s, and the server's event
+            # loop stalls with it); in chunks of 256 words other threads get the GIL back every ~30 ms.
+            lingua = self._lingua()
+            results = [
+                values
+                for i in range(0, len(missing), _DETECTOR_CHUNK_WORDS)
+                for values in lingua.compute_language_confidence_values_in_parallel(
+                    missing[i : i + _DETECTOR_CHUNK_WORDS]
+                )
+            ]
             if len(self._cache) + len(missing) > self._cache_size:
                 self._cache.clear()
             for key, values in zip(missing, results, strict=True):
@@ -163,14 +198,36 @@ def default_detector() -> LinguaDetector:
 # ---------------------------------------------------------------------------------------------------------
 # Masking: text that counts for no language is blanked (same length, so offsets and lines survive).
 
-_MATH = [
-    re.compile(r"\$\$.+?\$\$", re.DOTALL),
-    re.compile(r"\\\[.+?\\\]", re.DOTALL),
-    re.compile(r"\\\(.+?\\\)", re.DOTALL),
-    re.compile(r"\\begin\{([^}\n]*)\}.*?\\end\{\1\}", re.DOTALL),
-    re.compile(r"\$(?=\S)[^$\n]*?\S\$|\$\S\$"),
-]
-_URLS = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)\S+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+# Every scan here is linear in the text: a delimiter is paired with the next closer found by one forward
+# search, and a failed search ends the pass (no later opener can find a closer either). The lazy DOTALL
+# regexes this replaces (``\\\(.+?\\\)``) retried from every unclosed opener, which made ``"\\(" * 99_500``
+# take a minute while holding the GIL.
+
+# Environments whose body is mathematics. Any other environment (``proof``, ``itemize``, a made-up
+# ``note``) holds prose, so its words count; its ``\begin{…}`` and ``\end{…}`` are tokens that carry none.
+_MATH_ENVIRONMENT = re.compile(
+    r"(?:equation|align|alignat|flalign|gather|multline|eqnarray|split|aligned|alignedat|gathered|cases|dcases|"
+    r"rcases|[pbBvV]?matrix|smallmatrix|array|subarray|subequations|math|displaymath|CD)\*?"
+)
+# A name is at most 32 characters, so an unclosed ``\begin{`` costs a bounded look-ahead.
+_ENVIRONMENT_TOKEN = re.compile(r"\\(begin|end)\{([^}\n]{1,32})\}")
+_INLINE_DOLLARS = re.compile(r"\$(?=\S)[^$\n]*?\S\$|\$\S\$")
+# Text inside mathematics: the argument of these commands is prose (``$\text{so the area is}$``).
+_TEXT_COMMAND = re.compile(
+    r"\\(?:text(?:rm|bf|it|sf|tt|up|sl|sc|md|normal)?|mbox|hbox|intertext|shortintertext)(?![A-Za-z])\s*+\{"
+)
+_BRACE = re.compile(r"\\.|[{}]", re.DOTALL)
+# Han and kana: every character is a word (see the module docstring), so no glue hides them (below).
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}ー"
+_CJK_CHAR = regex.compile(f"[{_CJK}]")
+_NOT_CJK_OR_NEWLINE = regex.compile(f"[^\\n{_CJK}]+")
+_BLANK = regex.compile(r"\s")
+_LAST_BLANK = regex.compile(r"(?r)\s")  # searched backwards
+# Bounded parts (a scheme is at most 32 characters, an e-mail's local part 64 as RFC 5321 allows), so a
+# long run of "a.a.a." costs a bounded look-ahead from each word boundary instead of a scan to its end.
+_URLS = re.compile(
+    r"\b(?:[a-z][a-z0-9+.-]{0,31}://|www\.)\S+|\b[\w.+-]{1,64}@[\w-]{1,63}+(?:\.[\w-]{1,63}+)++", re.IGNORECASE
+)
 _CODE_KEYWORD = re.compile(
     r"^\s*(?:def|class|return|import|from|elif|else|try|except|finally|raise|lambda|print|function|const|let|"
     r"var|fn|func|pub|public|private|protected|static|void|int|long|double|float|bool|char|auto|struct|enum|"
@@ -207,20 +264,126 @@ def _code_line_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _blank(text: str, spans: list[tuple[int, int]]) -> str:
-    chars = list(text)
+def _blank(text: str, spans: list[tuple[int, int]], *, keep_cjk: bool = False) -> str:
+    """``text`` with ``spans`` (sorted, disjoint) turned into spaces; newlines stay, and Han and kana too
+    when ``keep_cjk``. Same length, so offsets and lines survive."""
+    if not spans:
+        return text
+    parts = []
+    last = 0
     for start, end in spans:
-        for i in range(start, end):
-            if chars[i] != "\n":
-                chars[i] = " "
-    return "".join(chars)
+        parts.append(text[last:start])
+        piece = text[start:end]
+        if keep_cjk:
+            parts.append(_NOT_CJK_OR_NEWLINE.sub(lambda m: " " * len(m.group(0)), piece))
+        else:
+            parts.append("\n".join(" " * len(line) for line in piece.split("\n")))
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _delimited(text: str, opener: str, closer: str) -> list[tuple[int, int]]:
+    """Spans from ``opener`` to the first ``closer`` after at least one character, left to right."""
+    spans = []
+    position = 0
+    while (start := text.find(opener, position)) >= 0:
+        end = text.find(closer, start + len(opener) + 1)
+        if end < 0:
+            break  # no closer after this opener, so none after any later one
+        position = end + len(closer)
+        spans.append((start, position))
+    return spans
+
+
+def _environment_spans(text: str) -> list[tuple[int, int]]:
+    """``\\begin{env}…\\end{env}`` of math environments, each closed by the first matching ``\\end``."""
+    begins = []
+    ends: dict[str, list[int]] = {}  # environment -> start offsets of its \end tokens, ascending
+    end_of: dict[int, int] = {}
+    for match in _ENVIRONMENT_TOKEN.finditer(text):
+        if not _MATH_ENVIRONMENT.fullmatch(match.group(2)):
+            continue
+        if match.group(1) == "begin":
+            begins.append(match)
+        else:
+            ends.setdefault(match.group(2), []).append(match.start())
+            end_of[match.start()] = match.end()
+    spans = []
+    position = 0
+    for begin in begins:
+        if begin.start() < position:
+            continue
+        closers = ends.get(begin.group(2), [])
+        i = bisect.bisect_left(closers, begin.end())
+        if i < len(closers):
+            position = end_of[closers[i]]
+            spans.append((begin.start(), position))
+    return spans
+
+
+def _inline_dollar_spans(text: str) -> list[tuple[int, int]]:
+    # Linear: the lazy part cannot cross a "$" or a newline, so each "$" scans only up to the next one.
+    return [m.span() for m in _INLINE_DOLLARS.finditer(text)]
+
+
+# Applied in this order, each to the text that the previous ones blanked (as "$$" must go before "$").
+_MATH_FINDERS: tuple[Callable[[str], list[tuple[int, int]]], ...] = (
+    partial(_delimited, opener="$$", closer="$$"),
+    partial(_delimited, opener="\\[", closer="\\]"),
+    partial(_delimited, opener="\\(", closer="\\)"),
+    _environment_spans,
+    _inline_dollar_spans,
+)
+
+
+def _outside_text_arguments(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of the math ``spans`` that are not inside the argument of a ``\\text``-like command."""
+    parts = []
+    for start, end in spans:
+        cursor = start
+        while (command := _TEXT_COMMAND.search(text, cursor, end)) is not None:
+            parts.append((cursor, command.end()))  # the math, and the command up to its "{"
+            depth = 1
+            cursor = end  # an unclosed argument runs to the end of the math
+            for brace in _BRACE.finditer(text, command.end(), end):
+                depth += {"{": 1, "}": -1}.get(brace.group(0), 0)
+                if depth == 0:
+                    cursor = brace.start()
+                    break
+        parts.append((cursor, end))
+    return [(a, b) for a, b in parts if a < b]
 
 
 def _mask(text: str) -> str:
     text = _blank(text, code_spans(text))
-    for pattern in [*_MATH, _URLS]:
-        text = _blank(text, [m.span() for m in pattern.finditer(text)])
-    return _blank(text, _code_line_spans(text))
+    for find in _MATH_FINDERS:
+        text = _blank(text, _outside_text_arguments(text, find(text)))
+    # URLs and code written without fences are guesses about Latin-script tokens; a Han or kana character
+    # in one is still a word (no glue makes ideographs an identifier), so those are kept.
+    return _blank(text, [m.span() for m in _URLS.finditer(text)], keep_cjk=True)
+
+
+def _windows(text: str, max_chars: int) -> list[tuple[int, int]]:
+    """The parts of ``text`` that are read: all of it up to ``max_chars``, else :data:`SAMPLE_WINDOWS` evenly
+    spaced windows of at most ``max_chars / SAMPLE_WINDOWS`` characters, from its start to its end, each
+    narrowed to whole words where a blank is within 64 characters of its edges."""
+    if len(text) <= max_chars:
+        return [(0, len(text))]
+    width = max_chars // SAMPLE_WINDOWS
+    stride = (len(text) - width) / (SAMPLE_WINDOWS - 1)  # > width, so the windows are disjoint
+    spans = []
+    for i in range(SAMPLE_WINDOWS):
+        start = round(i * stride)
+        end = min(start + width, len(text))
+        if start > 0:
+            blank = _BLANK.search(text, start - 1, min(start + 64, end))
+            start = blank.end() if blank is not None else start
+        if end < len(text):
+            blank = _LAST_BLANK.search(text, max(start, end - 64), end)
+            end = blank.end() if blank is not None else end
+        spans.append((start, end))
+    return spans
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -244,7 +407,10 @@ _RUNS = regex.compile(
     r"|(?P<other>\p{L}[\p{L}\p{M}]*)"
 )
 _SENTENCE_END = regex.compile(r"[.!?。！？\n]")
-_KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
+_NON_CJK_ALNUM = regex.compile(f"[^{_CJK}\\W_]")
+# A longer run of letters is no word of any language (German compounds stop near 80); it would cost the
+# detector time in proportion to its length for nothing.
+_MAX_DETECTED_WORD_CHARS = 100
 
 
 @dataclass(slots=True)
@@ -254,36 +420,49 @@ class _Word:
     sentence: int
 
 
-def _words(masked: str) -> tuple[list[_Word], int]:
-    """The words that carry a language, in order, and the count of tokens that carry none."""
+def _words(masked: str, sentence: int = 0) -> tuple[list[_Word], int, int]:
+    """The words that carry a language, in order; the count of tokens that carry none; the next sentence
+    number (sentences are numbered from ``sentence``)."""
     words: list[_Word] = []
     ignored = 0
-    sentence = 0
     for chunk in regex.split(r"(\s+)", masked):
         if not chunk or chunk.isspace():
             sentence += chunk.count("\n")
             continue
         for piece in _SEPARATORS.split(chunk):
             core = _EDGE_PUNCT.sub("", piece)
-            if not core:
-                continue
-            if (
-                not _WORD_CHARS.match(core)
-                or _CAMEL.search(core)
-                or (len(core) > 1 and core.isupper() and not regex.search(r"[\p{Han}\p{Hiragana}\p{Katakana}]", core))
-            ):
-                ignored += 1
-                continue
-            for run in _RUNS.finditer(core):
-                kind = run.lastgroup or "other"
-                text = run.group(0).strip("'’-‐")
-                if kind not in ("han", "kana") and len(text) < 2:
-                    ignored += 1  # one-letter words: as often a variable (x, n, к) as a word
-                    continue
-                words.append(_Word(text, "ja" if kind == "kana" else kind, sentence))
+            if core:
+                ignored += _piece_words(core, sentence, words)
             # A sentence ends at ".", "。" and the like; Han characters take their sentence's kana into account.
             sentence += len(_SENTENCE_END.findall(piece))
-    return words, ignored
+    return words, ignored, sentence + 1
+
+
+def _piece_words(core: str, sentence: int, words: list[_Word]) -> int:
+    """Append the words of one token to ``words``; return how many tokens it holds that carry no language."""
+    has_cjk = _CJK_CHAR.search(core) is not None
+    if not _WORD_CHARS.match(core) or _CAMEL.search(core) or (len(core) > 1 and core.isupper() and not has_cjk):
+        # An identifier, number, path, acronym... carries no language, but its Han and kana characters
+        # do: "我_们_的" or "答1案" is Chinese written with glue, not an identifier.
+        if has_cjk:
+            words.extend(
+                _Word(run.group(0), "ja" if run.lastgroup == "kana" else "han", sentence)
+                for run in _RUNS.finditer(core)
+                if run.lastgroup in ("han", "kana")
+            )
+        return 1 if not has_cjk or _NON_CJK_ALNUM.search(core) else 0
+    ignored = 0
+    for run in _RUNS.finditer(core):
+        kind = run.lastgroup or "other"
+        text = run.group(0).strip("'’-‐")
+        if kind not in ("han", "kana") and len(text) < 2:
+            ignored += 1  # one-letter words: as often a variable (x, n, к) as a word
+            continue
+        if kind == "detect" and len(text) > _MAX_DETECTED_WORD_CHARS:
+            ignored += 1
+            continue
+        words.append(_Word(text, "ja" if kind == "kana" else kind, sentence))
+    return ignored
 
 
 def _viterbi(log_probs: list[list[float]], penalty: float) -> list[int]:
@@ -315,11 +494,15 @@ class LanguageBreakdown:
         counts: words per ISO 639-1 code (``other`` for scripts with no supported language).
         ignored: tokens that count for no language (code, math, numbers, identifiers, one-letter words).
         labelled: each word and its language, in order (for debugging).
+        chars_read: characters whose words were read (all of ``chars`` unless it was over ``max_chars``).
+        chars: characters in the text.
     """
 
     counts: dict[str, int]
     ignored: int
     labelled: list[tuple[str, str]] = field(repr=False)
+    chars_read: int = 0
+    chars: int = 0
 
     @property
     def total(self) -> int:
@@ -334,14 +517,28 @@ class LanguageBreakdown:
         return min(self.counts, key=lambda lang: (-self.counts[lang], lang)) if self.counts else None
 
 
-def analyze(text: str, detector: WordDetector | None = None) -> LanguageBreakdown:
+def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DEFAULT_MAX_CHARS) -> LanguageBreakdown:
     """Label every word of ``text`` that carries a language (see the module docstring for the rules).
 
     Args:
-        text: the text to read; all of it counts (extract the chain of thought first).
+        text: the text to read (extract the chain of thought first).
         detector: word probabilities for Latin/Cyrillic/Arabic words; :func:`default_detector` when ``None``.
+        max_chars: most characters whose words are read; a longer text is read in :data:`SAMPLE_WINDOWS`
+            evenly spaced windows that add up to this many (code and math are still found in all of it).
     """
-    words, ignored = _words(_mask(text))
+    masked = _mask(text)
+    windows = _windows(masked, max_chars)
+    words: list[_Word] = []
+    ignored = 0
+    sentence = 0
+    for start, end in windows:
+        window = masked[start:end]
+        # Code lines are found per window: the rule looks at one line and the line above it.
+        window_words, window_ignored, sentence = _words(
+            _blank(window, _code_line_spans(window), keep_cjk=True), sentence
+        )
+        words.extend(window_words)
+        ignored += window_ignored
     labels: list[str] = [w.kind for w in words]
 
     detect = [i for i, w in enumerate(words) if w.kind == "detect"]
@@ -364,6 +561,8 @@ def analyze(text: str, detector: WordDetector | None = None) -> LanguageBreakdow
         counts=dict(Counter(labels)),
         ignored=ignored,
         labelled=[(w.text, label) for w, label in zip(words, labels, strict=True)],
+        chars_read=sum(end - start for start, end in windows),
+        chars=len(text),
     )
 
 
@@ -379,28 +578,34 @@ def score_language(
 
     Args:
         response: the completion; only its chain of thought counts (the think blocks, or all of it).
-        params: minimum length and think tag.
+        params: minimum length, think tag, default target and how much of a long text is read.
         target: ISO 639-1 code (one of :data:`SUPPORTED_LANGUAGES`), or ``None`` to take the dominant
-            language of ``prompt``.
+            language of ``prompt``, or ``params.default_target`` when the prompt has under ``min_words``
+            words that carry a language (or there is no prompt).
         prompt: the question, used only when ``target`` is ``None``.
         detector: for tests and benchmarks; the process-wide lingua detector by default.
 
     Returns:
         ``score`` in [0, 1] with status ``ok``; or ``None`` with ``too_short`` (fewer than
-        ``params.min_words`` words carry a language), ``no_target`` (no target given and none detected from
-        the prompt) or ``unsupported_language`` (a target outside :data:`SUPPORTED_LANGUAGES`). ``info``
-        holds ``target``, ``target_source``, ``words``, ``languages`` (shares), ``word_counts``, ``ignored``.
+        ``params.min_words`` words carry a language), ``no_target`` (no target given, none detected from
+        the prompt, and ``default_target`` is null) or ``unsupported_language`` (a target outside
+        :data:`SUPPORTED_LANGUAGES`). ``info`` holds ``target``, ``target_source`` (``given``, ``prompt`` or
+        ``default``), ``words``, ``languages`` (shares), ``word_counts``, ``ignored``, ``chars_read``,
+        ``chars``.
     """
     source = "given"
     if target is None:
-        source = "prompt"
-        found = analyze(prompt, detector) if prompt else None
-        target = found.dominant() if found is not None and found.total >= params.min_words else None
-        if found is None or target is None:
+        found = analyze(prompt, detector, params.max_chars) if prompt else None
+        dominant = found.dominant() if found is not None and found.total >= params.min_words else None
+        if dominant is not None:
+            source, target = "prompt", dominant
+        elif params.default_target is not None:
+            source, target = "default", params.default_target
+        else:
             return ComponentScore(
                 None,
                 "no_target",
-                "no target language was given, and "
+                "no target language was given, no default_target is set, and "
                 + ("no prompt either" if found is None else f"the prompt has only {found.total} words to detect it"),
             )
     elif target not in SUPPORTED_LANGUAGES:
@@ -408,7 +613,7 @@ def score_language(
             None, "unsupported_language", f"target {target!r} is not one of {', '.join(SUPPORTED_LANGUAGES)}"
         )
 
-    breakdown = analyze(chain_of_thought(response, params.think_tag), detector)
+    breakdown = analyze(chain_of_thought(response, params.think_tag), detector, params.max_chars)
     info = {
         "target": target,
         "target_source": source,
@@ -416,6 +621,8 @@ def score_language(
         "languages": breakdown.shares(),
         "word_counts": breakdown.counts,
         "ignored": breakdown.ignored,
+        "chars_read": breakdown.chars_read,
+        "chars": breakdown.chars,
     }
     if breakdown.total < params.min_words:
         return ComponentScore(

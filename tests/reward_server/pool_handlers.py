@@ -29,6 +29,9 @@ def handle(payload: dict) -> dict:
         while time.monotonic() < deadline:
             sum(range(10_000))
         return {"pid": os.getpid()}
+    if op == "big":
+        # A result far larger than a pipe buffer (64 KiB).
+        return {"echo_len": len(payload.get("blob", "")), "blob": "x" * payload["size"], "pid": os.getpid()}
     if op == "die":
         os._exit(3)
     if op == "raise":

@@ -17,7 +17,9 @@ HANG = "\\boxed{10^{10^{10^{10}}}}"
 
 @pytest.fixture(scope="module")
 def client():
-    settings = Settings(math_workers=2, math_timeout_s=2.0, max_batch_items=64, max_response_chars=10_000)
+    settings = Settings(
+        math_workers=2, math_timeout_s=2.0, max_batch_items=64, max_response_chars=10_000, max_body_mb=1.0
+    )
     with TestClient(create_app(settings)) as c:
         yield c
 
@@ -26,11 +28,14 @@ def test_health_ready_metrics(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["ready"] is True
+    assert ready.json()["checks"]["sandbox"] == "ok"
     client.post("/v1/math/verify", json={"response": "\\boxed{1}", "ground_truth": "1"})
     text = client.get("/metrics").text
     assert 'rlvr_workers_alive{pool="math"} 2.0' in text
     assert 'rlvr_verdicts_total{component="accuracy",status="ok"}' in text
     assert "rlvr_request_latency_seconds_bucket" in text
+    client.get("/docs")
+    assert 'rlvr_requests_total{code="200",route="/docs"}' in client.get("/metrics").text
 
 
 def test_readyz_is_503_before_workers_start() -> None:
@@ -135,6 +140,24 @@ def test_oversized_batch_is_413(client: TestClient) -> None:
     r = client.post("/v1/rewards", json={"items": items})
     assert r.status_code == 413
     assert "65 items exceed the limit of 64" in r.json()["detail"]
+
+
+def test_oversized_body_is_413(client: TestClient) -> None:
+    body = {"items": [{"id": "a", "response": "x" * 9_000, "ground_truth": "1"}] * 0}
+    big = b'{"items": [' + b",".join([b'{"id": "a", "response": "1", "ground_truth": "1"}'] * 30_000) + b"]}"
+    r = client.post("/v1/rewards", content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "RLVR_MAX_BODY_MB" in r.json()["detail"]
+    assert client.post("/v1/rewards", json=body).status_code == 200
+
+
+def test_long_texts_are_422_naming_the_field(client: TestClient) -> None:
+    r = client.post("/v1/math/verify", json={"response": "x" * 10_001, "ground_truth": "1"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "response"]
+    r = client.post("/v1/math/verify", json={"response": "1", "ground_truth": "1" * 50_001})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ground_truth"]
+    items = [{"id": "a", "response": "1", "ground_truth": "1" * 50_001}]
+    r = client.post("/v1/rewards", json={"items": items})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "items", 0, "ground_truth"]
 
 
 def test_hang_times_out_then_next_request_succeeds(client: TestClient) -> None:

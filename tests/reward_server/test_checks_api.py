@@ -74,8 +74,20 @@ def test_language_check_from_prompt_and_abstain(client: TestClient) -> None:
     assert body["score"] == 1.0 and body["target"] == "zh" and body["target_source"] == "prompt"
     short = client.post("/v1/language/check", json={"response": "<think>Yes, 12.</think>", "target": "en"}).json()
     assert short["score"] is None and short["status"] == "too_short" and short["words"] == 1
-    none = client.post("/v1/language/check", json={"response": "<think>We add them up now.</think>"}).json()
+    default = client.post("/v1/language/check", json={"response": "<think>We add them up now.</think>"}).json()
+    assert default["score"] == 1.0 and default["target"] == "en" and default["target_source"] == "default"
+    none = client.post(
+        "/v1/language/check", json={"response": "<think>We add them up now.</think>", "default_target": None}
+    ).json()
     assert none["score"] is None and none["status"] == "no_target"
+
+
+def test_language_check_reports_how_much_was_read(client: TestClient) -> None:
+    cot = "We add them up and the total is even. " * 120  # 4,560 characters
+    body = client.post(
+        "/v1/language/check", json={"response": f"<think>{cot}</think>", "target": "en", "max_chars": 1000}
+    ).json()
+    assert body["score"] == 1.0 and body["chars"] == len(cot) and body["chars_read"] <= 1000
 
 
 @pytest.mark.parametrize(
@@ -84,6 +96,8 @@ def test_language_check_from_prompt_and_abstain(client: TestClient) -> None:
         ({"response": "x", "target": "klingon"}, "target"),
         ({"response": "x", "target": "en", "min_words": 0}, "min_words"),
         ({"response": "x", "target": "en", "languages": ["en"]}, "languages"),
+        ({"response": "x", "default_target": "xx"}, "default_target"),
+        ({"response": "x", "target": "en", "max_chars": 1_000_000}, "max_chars"),
         ({"target": "en"}, "response"),
     ],
 )

@@ -250,6 +250,8 @@ def test_rewards_code_items_without_a_sandbox_are_not_scored() -> None:
             "response": "```python\nx = 1\n```",
             "tests": {"type": "assert", "test": "x"},
         }
+        ready = c.get("/readyz").json()
+        assert ready["ready"] is True and ready["checks"]["sandbox"].startswith("unavailable: ")
         result = c.post("/v1/rewards", json={"items": [item]}).json()["results"][0]
         assert (result["reward"], result["status"]) == (None, "sandbox_error")
         assert "apt-get install bubblewrap" in result["components"]["accuracy"]["detail"]

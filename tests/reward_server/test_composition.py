@@ -80,15 +80,20 @@ def test_item_overrides_request_and_preset_weights(client: TestClient) -> None:
 
 
 def test_unscorable_component_nulls_the_reward(client: TestClient) -> None:
-    # No target language and no prompt: the language component cannot be scored.
+    # No target language, no prompt and no default target: the language component cannot be scored.
+    no_default = {"weight": 1, "default_target": None}
     [r] = score(
-        client, [{"id": "a", "response": GOOD, "ground_truth": "12"}], components={"accuracy": 1, "language": 1}
+        client,
+        [{"id": "a", "response": GOOD, "ground_truth": "12"}],
+        components={"accuracy": 1, "language": no_default},
     )
     assert r["reward"] is None and r["status"] == "no_target"
     assert r["components"]["accuracy"]["score"] == 1.0  # the others still come back
     # A weight of 0 reports the component without letting it null the reward.
     [r] = score(
-        client, [{"id": "a", "response": GOOD, "ground_truth": "12"}], components={"accuracy": 1, "language": 0}
+        client,
+        [{"id": "a", "response": GOOD, "ground_truth": "12"}],
+        components={"accuracy": 1, "language": {**no_default, "weight": 0}},
     )
     assert r["reward"] == 1.0 and r["components"]["language"]["status"] == "no_target"
 
@@ -181,3 +186,33 @@ def test_unsupported_language_is_422(client: TestClient) -> None:
     body = {"items": [{"id": "a", "response": GOOD, "ground_truth": "12", "language": "xx"}]}
     r = client.post("/v1/rewards", json=body)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][:4] == ["body", "items", 0, "language"]
+
+
+@pytest.mark.parametrize(
+    ("components", "loc"),
+    [
+        ({"accuracy": float("inf")}, ["body", "components", "accuracy", "weight"]),
+        ({"accuracy": 1e308}, ["body", "components", "accuracy", "weight"]),
+        ({"accuracy": 1, "cosine": {"weight": 1, "correct_at_zero": float("nan")}}, ["body", "components", "cosine"]),
+        ({"accuracy": 1, "repetition": {"weight": 1, "max_penalty": -1e300}}, ["body", "components", "repetition"]),
+    ],
+)
+def test_non_finite_weights_and_parameters_are_422(client: TestClient, components: dict, loc: list) -> None:
+    import json
+
+    body = json.dumps({"items": [{"id": "a", "response": GOOD, "ground_truth": "12"}], "components": components})
+    r = client.post("/v1/rewards", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][: len(loc)] == loc
+
+
+def test_cosine_reads_code_accuracy(client: TestClient) -> None:
+    code = "<think>sq</think>\n```python\ndef sq(x):\n    return x * x\n```"
+    tests = {"type": "assert", "test_list": ["assert sq(2) == 4"]}
+    comps = {"accuracy": 1.0, "cosine": {"weight": 1.0, "max_completion_length": 100}}
+    [r] = score(
+        client, [{"id": "c", "task": "code", "response": code, "tests": tests, "num_tokens": 0}], components=comps
+    )
+    # All tests passed counts as correct: the correct curve at length 0 gives correct_at_zero = 1.0.
+    assert r["components"]["cosine"]["score"] == pytest.approx(1.0)
+    assert r["reward"] == pytest.approx(2.0)

@@ -133,11 +133,101 @@ def test_custom_end_of_turn_tokens_replace_the_defaults() -> None:
 def test_soft_scores_are_the_share_of_checks_passed() -> None:
     # 7 checks with answer tags: trailing prose fails only nothing_else -> 6/7.
     assert score_format("<think>x</think><answer>5</answer> and more", SOFT).score == pytest.approx(6 / 7)
-    # Untagged answer: 4 checks; empty thinking fails one -> 3/4.
-    assert score_format("<think></think> 42", SOFT).score == pytest.approx(3 / 4)
+    # Bare answer: the same 7 checks; empty thinking fails one -> 6/7 (it was 3/4 of 4 checks before).
+    assert score_format("<think></think> 42", SOFT).score == pytest.approx(6 / 7)
     # Interleaved pairs (cases format-008): every tag is doubled, so only nothing_else (vacuous) passes: 1/7.
     interleaved = "<think>partial</think><answer>1</answer><think>more work</think><answer>2</answer>"
     assert score_format(interleaved, SOFT).score == pytest.approx(1 / 7)
+
+
+# The same fault in the bare and the tagged layout costs the same in soft mode: both have the same 7 checks.
+# Each row: bare completion, tagged completion, expected soft score (passed checks / 7), reason.
+SAME_SCALE = [
+    ("<think></think>42", "<think></think><answer>42</answer>", 6 / 7, "empty thinking"),
+    ("x</think>42", "x</think><answer>42</answer>", 6 / 7, "missing <think>"),
+    ("<think>x</think>", "<think>x</think><answer></answer>", 6 / 7, "empty answer"),
+    ("<think>x</think>4<|im_end|>2", "<think>x</think><answer>4<|im_end|>2</answer>", 6 / 7, "text after EOT"),
+    ("<think>x</think></think>42", "<think>x</think></think><answer>42</answer>", 2 / 7, "duplicated </think>"),
+    ("<think>x 42", "<think>x <answer>42</answer>", 2 / 7, "missing </think>"),
+    ("just 42", "just <answer>42</answer>", 1 / 7, "no layout at all"),
+    ("<think>x</think>42", "<think>x</think><answer>42</answer>", 1.0, "well formed"),
+]
+
+
+@pytest.mark.parametrize(("bare", "tagged", "expected", "reason"), SAME_SCALE, ids=[r[3] for r in SAME_SCALE])
+def test_bare_and_tagged_layouts_score_on_one_scale(bare: str, tagged: str, expected: float, reason: str) -> None:
+    bare_result, tagged_result = score_format(bare, SOFT), score_format(tagged, SOFT)
+    assert list(bare_result.info["checks"]) == list(tagged_result.info["checks"])
+    assert len(bare_result.info["checks"]) == 7
+    assert bare_result.score == pytest.approx(expected) and tagged_result.score == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("token", DEFAULT_END_OF_TURN_TOKENS)
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "<think>x</think>42{eot}garbage",  # bare layout: the answer would swallow what follows the token
+        "<think>x</think>42{eot}\n<|im_start|>user\nand now?",
+        "<think>x</think>42 {eot} {eot} 43{eot}",  # trailing tokens may follow, but not text between them
+        "<think>x</think><answer>42{eot}more</answer>",
+        "<think>x</think><answer>42</answer>{eot}<answer>43</answer>",
+    ],
+)
+def test_text_after_an_end_of_turn_token_fails(completion: str, token: str) -> None:
+    result = score_format(completion.format(eot=token), STRICT)
+    assert result.score == 0.0 and result.info["checks"]["nothing_else"] is False and result.info["answer"] is None
+
+
+def test_end_of_turn_token_inside_code_or_thinking_is_text() -> None:
+    answer = "ChatML ends a turn with `<|im_end|>`, then the user speaks."
+    result = score_format(f"<think>x</think>{answer}<|im_end|>", STRICT)
+    assert result.score == 1.0 and result.info["answer"] == answer
+    # The thinking may discuss chat templates: only what follows </think> is searched for the tokens.
+    completion = "<think>Qwen ends each turn with <|im_end|> and then a newline.</think>\n42<|im_end|>"
+    assert score_format(completion, STRICT).score == 1.0
+
+
+# Whitespace of every kind and the invisible (default-ignorable) characters are blank.
+INVISIBLE = [
+    "\u200b",  # zero-width space
+    "\u200c\u200d",  # zero-width non-joiner and joiner
+    "\u2060",  # word joiner
+    "\ufeff",  # BOM / zero-width no-break space
+    "\u00ad",  # soft hyphen
+    "\u3164",  # Hangul filler
+    "\u2800",  # Braille blank
+    "\u180e",  # Mongolian vowel separator (no longer whitespace in Unicode)
+    "\ufe0f",  # variation selector
+    "\u00a0\u3000\u2003",  # no-break, ideographic and em spaces
+    "\u200b \n\u2060\t",
+]
+
+
+@pytest.mark.parametrize("blank", INVISIBLE, ids=[repr(b) for b in INVISIBLE])
+@pytest.mark.parametrize("mode", ["strict", "soft"])
+def test_invisible_characters_are_blank(blank: str, mode: str) -> None:
+    params = FormatParams(mode=mode)
+    thinking = score_format(f"<think>{blank}</think>42", params)
+    assert thinking.info["checks"]["think_nonempty"] is False and thinking.score < 1.0
+    bare = score_format(f"<think>x</think>{blank}", params)
+    assert bare.info["checks"]["answer_nonempty"] is False and bare.score < 1.0
+    tagged = score_format(f"<think>x</think><answer>{blank}</answer>", params)
+    assert tagged.info["checks"]["answer_nonempty"] is False and tagged.score < 1.0
+    # Blank before <think> or around the answer is allowed, and is stripped from the answer.
+    padded = score_format(f"{blank}<think>x</think><answer>{blank}42{blank}</answer>{blank}", params)
+    assert padded.score == 1.0 and padded.info["answer"] == "42"
+
+
+def test_min_think_chars_does_not_count_invisible_characters() -> None:
+    params = FormatParams(min_think_chars=5)
+    assert score_format("<think>a\u200bb\u200bc\u200bd\u200b</think>1", params).score == 0.0  # 4 visible
+    assert score_format("<think>a\u200bb\u200bc\u200bd\u200be</think>1", params).score == 1.0
+
+
+def test_many_trailing_end_of_turn_tokens() -> None:
+    completion = "<think>x</think><answer>42</answer>" + "<|im_end|>\n" * 15_000
+    result = score_format(completion, STRICT)
+    assert result.score == 1.0 and result.info["answer"] == "42"
 
 
 def test_empty_thinking_scores_below_real_thinking_in_both_modes() -> None:
@@ -191,6 +281,28 @@ def test_code_spans() -> None:
     text = "a `b` c\n```\nd `\n```\n`` e ` f `` g ` h\n~~~\nunclosed"
     spans = [text[a:b] for a, b in code_spans(text)]
     assert spans == ["`b`", "```\nd `\n```", "`` e ` f ``", "~~~\nunclosed"]
+
+
+def test_code_spans_lines_and_fences_as_commonmark() -> None:
+    # Lines end at "\n", "\r\n" or a lone "\r".
+    text = "a\r```\r<think>\r```\rb `c` d"
+    assert [text[a:b] for a, b in code_spans(text)] == ["```\r<think>\r```", "`c`"]
+    # A tab before the closing fence is four columns of indentation: it does not close the fence.
+    text = "```\nx\n\t```\ny"
+    assert [text[a:b] for a, b in code_spans(text)] == [text]
+    # A backtick fence whose info string holds a backtick is not a fence; its runs are inline code.
+    text = "``` a ` b ```\nc"
+    assert [text[a:b] for a, b in code_spans(text)] == ["``` a ` b ```"]
+
+
+def test_inline_spans_pair_each_run_with_the_next_of_its_width() -> None:
+    text = "`a ``b`` c` ``` d ``x"
+    assert [text[a:b] for a, b in code_spans(text)] == ["`a ``b`` c`"]
+    # Runs of 299 widths (the input that made the forward search quadratic): the first run pairs with the
+    # next single backtick, and the last one is literal.
+    widths = "".join("`" * k + " " for k in range(1, 300))
+    text = widths + "`z`"
+    assert code_spans(text) == [(0, len(widths) + 1)]
 
 
 def test_chain_of_thought() -> None:

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 
 from reward_server.schemas.language import SUPPORTED_LANGUAGES, LanguageParams
-from reward_server.verifiers.language import DETECTED_LANGUAGES, analyze, score_language
-from tests.conftest import REPO_ROOT, cases_dir, require_file
+from reward_server.verifiers.language import (
+    DETECTED_LANGUAGES,
+    SAMPLE_WINDOWS,
+    LinguaDetector,
+    _windows,
+    analyze,
+    score_language,
+)
+from tests.conftest import REPO_ROOT, cases_dir, data_dir, require_file
 
 PARAMS = LanguageParams()
 MULTILINGUAL = Path(__file__).parent / "data" / "multilingual.jsonl"
@@ -184,10 +195,45 @@ def test_target_from_the_prompt() -> None:
     assert result.score == 1.0 and result.info["target"] == "ru" and result.info["target_source"] == "prompt"
 
 
-@pytest.mark.parametrize("prompt", [None, "", "Solve 2+3."])
-def test_no_target(prompt: str | None) -> None:
-    result = score_language("<think>We add two and three and get five.</think>", PARAMS, target=None, prompt=prompt)
+@pytest.mark.parametrize("prompt", [None, "", "Solve 2+3.", "Simplify $\\sqrt{242}$."])
+def test_no_target_without_a_default(prompt: str | None) -> None:
+    params = LanguageParams(default_target=None)
+    result = score_language("<think>We add two and three and get five.</think>", params, target=None, prompt=prompt)
     assert result.score is None and result.status == "no_target" and result.detail
+
+
+@pytest.mark.parametrize("prompt", [None, "", "Solve 2+3.", "Simplify $\\sqrt{242}$.", "Compute $\\dbinom{31}{28}$."])
+def test_default_target_when_the_prompt_is_too_short(prompt: str | None) -> None:
+    cot = "<think>Nous ajoutons deux et trois, et nous obtenons cinq.</think>"
+    result = score_language(cot, PARAMS, target=None, prompt=prompt)
+    assert result.status == "ok" and result.score == 0.0
+    assert result.info["target"] == "en" and result.info["target_source"] == "default"
+    french = score_language(cot, LanguageParams(default_target="fr"), target=None, prompt=prompt)
+    assert french.score == 1.0 and french.info["target_source"] == "default"
+
+
+def test_default_target_yields_to_the_prompt_and_to_a_given_target() -> None:
+    cot = "<think>Nous ajoutons deux et trois, et nous obtenons cinq.</think>"
+    prompt = "Quelle est la somme de deux et trois, quand on les ajoute ?"
+    from_prompt = score_language(cot, PARAMS, target=None, prompt=prompt)
+    assert from_prompt.info["target"] == "fr" and from_prompt.info["target_source"] == "prompt"
+    given = score_language(cot, PARAMS, target="de", prompt=prompt)
+    assert given.info["target"] == "de" and given.info["target_source"] == "given" and given.score == 0.0
+
+
+@pytest.mark.data
+def test_r1_scores_every_math500_prompt() -> None:
+    """QA: 49 of MATH-500's 500 prompts are too short to detect a language; they now take the default."""
+    rows = [json.loads(line) for line in require_file(data_dir() / "math500.jsonl").read_text().splitlines()]
+    sources: Counter[str] = Counter()
+    for row in rows:
+        result = score_language(f"<think>{row['solution']}</think>", PARAMS, target=None, prompt=row["problem"])
+        assert result.status != "no_target", row["problem"]
+        assert result.info["target"] == "en", row["problem"]
+        sources[result.info["target_source"]] += 1
+        if result.info["target_source"] == "default":  # only where the prompt could not decide
+            assert analyze(row["problem"]).total < PARAMS.min_words
+    assert sources == {"prompt": 451, "default": 49}
 
 
 def test_unsupported_target_is_not_scored() -> None:
@@ -259,3 +305,174 @@ def test_deterministic_across_fresh_processes() -> None:
     assert all(s == scores[0] for s in scores), scores
     assert scores[0][0] is None  # the case itself abstains
     assert all(s is not None for s in scores[0][1:])
+
+
+# --- Prose inside math, and Han/kana glued into identifiers (QA's evasions) ----------------------------------
+
+ENGLISH = "So the answer is five apples here. "  # 7 English words
+ZH = "我们把数字加起来"  # 8 Han characters, 8 words
+
+# Each row: chain of thought, expected word counts, reason.
+TEXT_IN_MATH = [
+    (f"$\\text{{{ZH}}}$ {ENGLISH}", {"en": 7, "zh": 8}, "\\text in inline math is prose"),
+    (f"\\[ x = 3 \\quad \\text{{{ZH}}} \\] {ENGLISH}", {"en": 7, "zh": 8}, "\\text in display math"),
+    (f"$$ \\textbf{{{ZH}}} + \\mbox{{{ZH}}} $$ {ENGLISH}", {"en": 7, "zh": 16}, "\\textbf and \\mbox"),
+    (f"\\( y = \\textrm {{{ZH}}} \\) {ENGLISH}", {"en": 7, "zh": 8}, "a blank before the brace"),
+    ("$\\text{we {really} do} + \\frac{a}{b}$ see it here now.", {"en": 7}, "nested braces; math around stays masked"),
+    ("$\\text{area} = \\pi r^2$ is what we know about circles.", {"en": 7}, "the math part is still masked"),
+    (f"\\begin{{align}} x &= 1 \\text{{ since {ZH}}} \\end{{align}} {ENGLISH}", {"en": 8, "zh": 8}, "in align"),
+    (f"\\begin{{pmatrix}} {ZH} & {ZH} \\end{{pmatrix}} {ENGLISH}", {"en": 7}, "a matrix is math"),
+    (f"\\begin{{align*}} {ZH} \\end{{align*}} {ENGLISH}", {"en": 7}, "starred environments are math"),
+    (f"\\begin{{note}}{ZH}\\end{{note}} {ENGLISH}", {"en": 7, "zh": 8}, "a non-math environment holds prose"),
+    (f"$\\operatorname{{{ZH}}}$ {ENGLISH}", {"en": 7}, "other commands stay math"),
+]
+
+
+@pytest.mark.parametrize(("cot", "counts", "reason"), TEXT_IN_MATH, ids=[r[2] for r in TEXT_IN_MATH])
+def test_text_inside_math_counts(cot: str, counts: dict[str, int], reason: str) -> None:
+    assert score_language(f"<think>\n{cot}\n</think>", PARAMS, target="en").info["word_counts"] == counts
+
+
+def test_prose_environment_in_another_language_lowers_the_score() -> None:
+    cot = "\\begin{proof}Donc la réponse est trois, comme prévu.\\end{proof} So we have found the value."
+    result = score_language(f"<think>{cot}</think>", PARAMS, target="en")
+    assert result.score is not None and result.score < 0.6 and result.info["word_counts"]["fr"] >= 5
+
+
+JA = "すべての数を足す"  # 6 kana and 2 Han in a sentence with kana: 8 Japanese words
+
+# Each row: chain of thought, expected word counts, reason.
+GLUED_CJK = [
+    (ENGLISH + "_".join(ZH), {"en": 7, "zh": 8}, "joined by underscores"),
+    (ENGLISH + ".".join(ZH), {"en": 7, "zh": 8}, "joined by dots"),
+    (ENGLISH + "1".join(ZH), {"en": 7, "zh": 8}, "joined by digits"),
+    (ENGLISH + "/".join(ZH), {"en": 7, "zh": 8}, "a path"),
+    (ENGLISH + "x_" + ZH + "_y2", {"en": 7, "zh": 8}, "inside an identifier"),
+    (ENGLISH + "http://" + ZH, {"en": 7, "zh": 8}, "inside a URL"),
+    (ENGLISH + ZH + "@example.com", {"en": 7, "zh": 8}, "inside an e-mail address"),
+    (ENGLISH + "_".join(JA), {"en": 7, "ja": 8}, "kana joined by underscores"),
+    (f"if {ZH}:\n    {ZH}\n{ENGLISH}", {"en": 7, "zh": 16}, "an unfenced code line and the line under it"),
+    (f"def f():\n    {ZH}\n{ENGLISH}", {"en": 7, "zh": 8}, "the body of an unfenced def"),
+    # The definition's own exclusions stay: code in fences or backticks counts for no language.
+    (f"```\n{ZH}\n```\n{ENGLISH}", {"en": 7}, "fenced code"),
+    (f"`{ZH}` {ENGLISH}", {"en": 7}, "inline code"),
+    # Hangul is written with spaces, so glued Hangul is an identifier, as glued Latin is.
+    (ENGLISH + "각도_는_구십", {"en": 7}, "glued Hangul"),
+    (ENGLISH + "the_answer_is", {"en": 7}, "glued Latin"),
+]
+
+
+@pytest.mark.parametrize(("cot", "counts", "reason"), GLUED_CJK, ids=[r[2] for r in GLUED_CJK])
+def test_han_and_kana_are_words_whatever_glues_them(cot: str, counts: dict[str, int], reason: str) -> None:
+    assert score_language(f"<think>\n{cot}\n</think>", PARAMS, target="en").info["word_counts"] == counts
+
+
+# --- Bounded work on long chains of thought ---------------------------------------------------------------
+
+_EN = "the sum of these numbers is even, so we keep going. "
+_ZH = "所以这个数是偶数，我们继续。"
+
+
+def test_long_text_is_read_in_evenly_spaced_windows() -> None:
+    text = _EN * 3_000  # 156,000 characters
+    windows = _windows(text, 20_000)
+    assert len(windows) == SAMPLE_WINDOWS and windows[0][0] == 0 and windows[-1][1] == len(text)
+    assert all(a < b <= c < d for (a, b), (c, d) in itertools.pairwise(windows))
+    assert sum(b - a for a, b in windows) <= 20_000
+    # Cut at blanks: no word is split.
+    assert all(text[a - 1] == " " for a, _ in windows[1:]) and all(text[b - 1] == " " for _, b in windows[:-1])
+    assert _windows("short text", 20_000) == [(0, 10)]
+
+
+@pytest.mark.parametrize("chinese_share", [0.1, 0.3, 0.5])
+def test_sampled_share_estimates_the_whole(chinese_share: float) -> None:
+    """A long chain of thought that drifts into Chinese in its last part: the sample sees the drift."""
+    n_zh = round(150_000 * chinese_share / len(_ZH))
+    n_en = round(150_000 * (1 - chinese_share) / len(_EN))
+    text = _EN * n_en + _ZH * n_zh
+    sampled = analyze(text, max_chars=20_000)
+    whole = analyze(text, max_chars=len(text))
+    assert sampled.chars_read <= 20_000 and sampled.chars == whole.chars_read == len(text)
+    share = sampled.counts.get("zh", 0) / sampled.total
+    exact = whole.counts["zh"] / whole.total
+    assert abs(share - exact) < 0.1, (share, exact)
+
+
+class _RecordingLingua:
+    """Stands in for lingua's detector: records each call's size; every word is 70% English, 30% French."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def compute_language_confidence_values_in_parallel(self, words: list[str]) -> list[list[SimpleNamespace]]:
+        self.calls.append(len(words))
+
+        def value(code: str, p: float) -> SimpleNamespace:
+            return SimpleNamespace(language=SimpleNamespace(iso_code_639_1=SimpleNamespace(name=code.upper())), value=p)
+
+        return [[value("en", 0.7), value("fr", 0.3)] for _ in words]
+
+
+def test_detector_is_called_in_chunks_so_other_threads_get_the_gil() -> None:
+    """lingua holds the GIL for a whole call: 4,000 unseen words stalled the server's event loop 0.5 s."""
+    detector = LinguaDetector(languages=("en", "fr"))
+    detector._detector = lingua = _RecordingLingua()
+    words = [f"word{'x' * (i % 7)}{i}" for i in range(1_000)]
+    assert detector.probabilities(words) == [(0.7, 0.3)] * 1_000
+    assert lingua.calls == [256, 256, 256, 232]
+    assert detector.probabilities(words[:10]) == [(0.7, 0.3)] * 10 and len(lingua.calls) == 4  # cached
+
+
+def test_max_chars_is_bounded() -> None:
+    assert LanguageParams().max_chars == 20_000 and LanguageParams(max_chars=32_000).max_chars == 32_000
+    with pytest.raises(ValidationError, match="less than or equal to 32000"):
+        LanguageParams(max_chars=100_000)
+
+
+_ADVERSARIAL = """
+import json, sys, time
+from reward_server.schemas.format import FormatParams
+from reward_server.schemas.language import LanguageParams
+from reward_server.verifiers.format import score_format
+from reward_server.verifiers.language import score_language
+
+class EveryWordEnglish:
+    languages = ("en", "fr")
+    def probabilities(self, words):
+        return [(1.0, 0.0)] * len(words)
+
+n = 199_000
+texts = {
+    "unclosed \\\\(": "\\\\(" * (n // 2),
+    "unclosed \\\\[": "so \\\\[ a " * (n // 9),
+    "unclosed $$": "so $$ a + b " * (n // 12),
+    "unclosed \\\\begin": "\\\\begin{align} a " * (n // 16),
+    "\\\\begin{ no brace": "\\\\begin{" * (n // 7),
+    "math full of \\\\text{": "$" + "\\\\text{" * (n // 6) + "$",
+    "dots (URL scan)": "a." * (n // 2),
+    "plus (URL scan)": "a+" * (n // 2),
+    "e-mail without domain": "a.b@" * (n // 4),
+    "backtick widths": "".join("`" * k + " " for k in range(1, 400)) + "` " * 50_000,
+    "backtick lines": "`\\n" * (n // 2),
+    "< and blanks": "<" + " " * n,
+    "end-of-turn tokens": "<think>a</think>42" + "<|im_end|>" * (n // 10),
+    "zero-width thinking": "<think>" + "\\u200b" * n + "</think>42",
+    "words": "word " * (n // 5),
+}
+params = LanguageParams()
+for name, text in texts.items():
+    assert len(text) < 200_001, name
+    score_format(text, FormatParams(mode="soft"))
+    score_language(text, params, target="en", detector=EveryWordEnglish())
+print(json.dumps(sorted(texts)))
+"""
+
+
+def test_adversarial_inputs_take_linear_time() -> None:
+    """QA: unclosed LaTeX made the language check quadratic ("\\\\(" * 99,500 took 57 s); "<" and blanks did
+    the same to the tag scan. Fifteen 200,000-character attacks on both verifiers must finish in a minute
+    in a fresh process: linear code takes about a second, the quadratic one took minutes for each."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _ADVERSARIAL], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)) == 15

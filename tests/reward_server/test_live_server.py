@@ -120,3 +120,50 @@ def test_score_cli_rejects_bad_input(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "not JSON" in " ".join(proc.stderr.split())
     assert "Traceback" not in proc.stderr
+
+
+def test_abandoned_requests_leave_the_queue(tmp_path: Path) -> None:
+    """A client that gives up (timeout, retry) must not leave its queued items to delay the next request."""
+    port = free_port()
+    proc = start_server(port, {"RLVR_MATH_TIMEOUT_S": "2", "RLVR_PRELOAD_LANGUAGE_MODELS": "false"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc)
+        hang = [{"id": str(i), "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "ground_truth": "1"} for i in range(12)]
+        # 12 items of 2 s each on 2 workers would hold the pool for 12 s.
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{url}/v1/rewards", json={"items": hang}, timeout=1.0)
+        start = time.monotonic()
+        r = httpx.post(f"{url}/v1/math/verify", json={"response": "\\boxed{1}", "ground_truth": "1"}, timeout=30)
+        assert r.json()["correct"] is True
+        # At most the two items already running (2 s each) are waited for.
+        assert time.monotonic() - start < 5.0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("lines", "extra", "message"),
+    [
+        (['{"response": "1", "ground_truth": "1"}', '{"response": 5}'], [], "bad.jsonl:2: response"),
+        (['{"id": "a", "response": "1", "ground_truth": "1"}'] * 2, [], "bad.jsonl:2: duplicate id"),
+        (['{"response": "1", "ground_truth": "1"}'], ["--url", "http://127.0.0.1:9"], "cannot reach"),
+    ],
+)
+def test_score_cli_errors_name_the_line(tmp_path: Path, lines: list[str], extra: list[str], message: str) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "reward_server", "score", str(src), "-o", str(out), *extra],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RLVR_MATH_WORKERS": "1"},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert message in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr
+    assert not out.exists() and not list(tmp_path.glob(".*partial"))

@@ -105,7 +105,6 @@ MATH_VERIFY_DIFFERENCES = {
     7: "decimal comma: '2,74' is not 2.74",
     31: "we extract a $...$ span across lines ('Answer $\\n 9 \\n $' gives 9); Math-Verify expects nothing",
     32: "same, for \\( ... \\) across lines",
-    60: "the reference is a worked solution with no final box: invalid_ground_truth, never a reward",
     133: "the test passes precision=2 per call; our precision comes from the reference (exact 1/3 != 0.33)",
     139: "same: the reference (3/5, 8/3] is exact, the answer (0.6, 2.6667] is rounded",
     186: "the test allows set/relation comparison per call; we keep Math-Verify's default (off)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -179,6 +180,46 @@ VARIANTS = [
     ("\\boxed{52_9}", "52_8", False, "other base"),
     ("\\boxed{42}", "52_8", False, "decimal value written without base"),
     ("\\boxed{101_{2}}", "5", True, "binary answer, decimal reference"),
+    # unsimplified arithmetic is its value; floats never decide equality (QA findings)
+    ("\\boxed{1-\\frac{1}{3}}", "\\frac23", True, "unsimplified difference"),
+    ("\\boxed{\\frac{1}{3}+\\frac{1}{3}}", "\\frac23", True, "unsimplified sum"),
+    ("\\boxed{2 \\div 3}", "\\frac23", True, "division sign"),
+    ("\\boxed{\\sqrt{2}^2}", "2", True, "square of a root"),
+    ("\\boxed{\\sqrt3\\cdot\\sqrt3}", "3", True, "product of roots"),
+    ("\\boxed{0.1+0.2}", "\\frac{3}{10}", True, "decimal arithmetic"),
+    ("\\boxed{2^{64}-1}", "18446744073709551615", True, "big integer, power form"),
+    ("\\boxed{18446744073709551615}", "2^{64}-1", True, "big integer, reference in power form"),
+    ("\\boxed{100!}", str(__import__("math").factorial(100)), True, "factorial"),
+    ("\\boxed{10^{16}+1}", "10000000000000000", False, "one apart at 1e16: floats cannot tell, sympy can"),
+    ("\\boxed{10^{22}+1}", "10^{22}", False, "one apart at 1e22"),
+    ("\\boxed{\\sin^2x+\\cos^2x}", "1", True, "identity with a variable for a numeric reference"),
+    ("\\boxed{\\sqrt{2}}", "1.41", True, "irrational answer, rounded reference"),
+    ("\\boxed{\\sqrt{2}}", "1.42", False, "irrational answer, other rounded reference"),
+    # <answer> tags as R1-Zero prompts use them
+    ("<answer>The answer is 42</answer>", "42", True, "sentence in the answer tag"),
+    ("<answer>Final answer: 42</answer>", "42", True, "anchor in the answer tag"),
+    ("<answer>\\frac{270}7\\text{ degrees}</answer>", "\\frac{270}{7}", True, "bare LaTeX with a unit in the tag"),
+    (
+        "<answer>\\begin{pmatrix}1\\\\2\\\\5/3\\end{pmatrix}</answer>",
+        "\\frac53",
+        False,
+        "a matrix is not its last entry",
+    ),
+    ("\\boxed{41} <answer>42</answer>", "42", True, "a later answer tag is the last final answer"),
+    # prose after the box is no answer
+    ("Therefore $\\boxed{42}$.\n\nThe answer is consistent with the 3 checks above.", "42", True, "prose"),
+    ("\\boxed{42}\nAnswer: I double-checked using 7 different methods.", "42", True, "prose with a number"),
+    ("\\boxed{42} The answer is reasonable since 40 < 42 < 50.", "42", True, "prose with numbers"),
+    # multiple-choice hedges
+    ("\\boxed{(C) or (D)}", "C", False, "two letters"),
+    ("The answer is (C) or (D).", "C", False, "two letters in a sentence"),
+    ("\\boxed{(B) and (C)}", "B", False, "two letters joined by and"),
+    ("\\boxed{\\text{(C)}.}", "C", True, "letter with a trailing period"),
+    # more normalisation
+    ("\\boxed{\\varnothing}", "\\emptyset", True, "empty set spellings"),
+    ("\\boxed{\\approx 42}", "42", True, "leading approx"),
+    ("So the result is 2^{10}", "10", False, "an exponent is not the result"),
+    ("So the result is 2^{10}", "1024", True, "a power is its value"),
     # word answers
     ("\\boxed{\\text{Navin}}", "\\text{Navin}", True, "word"),
     ("\\boxed{\\text{Devon}}", "\\text{Navin}", False, "other word"),
@@ -217,6 +258,9 @@ def test_no_answer_is_wrong_not_null() -> None:
 @pytest.mark.parametrize(
     ("reference", "answer"),
     [
+        ("The answer is 42", "42"),
+        ("The final answer is $\\frac{1}{2}$.", "\\frac{1}{2}"),
+        ("5\x00", "5"),
         ("#### 1,234", "1234"),
         ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72", "72"),
         ("$\\frac{1}{2}$", "\\frac{1}{2}"),
@@ -262,3 +306,25 @@ def test_options_validated() -> None:
     strict = verify_math("\\boxed{f(y)}", "f(x)", MathOptions(strict=True))
     loose = verify_math("\\boxed{f(y)}", "f(x)", MathOptions(strict=False))
     assert strict.correct is False and loose.correct is True
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<think>x</think>" + "$x^2 + 1$ and " * 12000,
+        "the answer is " + "a " * 50000,
+        "\\boxed{" + "1" * 60000 + "}",
+        "\\boxed{" + "1+" * 30000 + "1}",
+        "\\(" * 50000,
+        "\\boxed{" * 20000,
+        "$" * 100000,
+    ],
+    ids=["many spans", "long anchor clause", "huge number", "long sum", "unclosed parens", "unclosed boxes", "dollars"],
+)
+def test_degenerate_completions_are_wrong_not_slow(response: str) -> None:
+    """Degenerate outputs (loops, floods) get a verdict of wrong, fast: extraction is linear, and answers
+    over 1,000 characters are not handed to sympy (a 5 s timeout would drop the sample instead)."""
+    start = time.perf_counter()
+    verdict = verify_math(response, "5")
+    assert verdict.correct is False
+    assert time.perf_counter() - start < 3.0

@@ -96,3 +96,26 @@ async def test_workers_that_cannot_start_fail_the_pool_instead_of_respawning() -
     with pytest.raises(RuntimeError, match="exited with code 7 before it was ready"):
         await p.start(timeout_s=60)
     assert p.restarts == 0
+
+
+@pytest.mark.parametrize("loop_factory", ["asyncio", "uvloop"])
+def test_payloads_and_results_larger_than_a_pipe_buffer(loop_factory: str) -> None:
+    """uvicorn runs on uvloop, which makes watched fds non-blocking: large messages must still go through."""
+    import uvloop
+
+    async def main() -> list:
+        p = WorkerPool(HANDLER, 2, name="big")
+        await p.start(timeout_s=60)
+        try:
+            blob = "y" * 3_000_000
+            return await asyncio.gather(
+                *(p.submit({"op": "big", "size": 2_000_000, "blob": blob}, timeout_s=10) for _ in range(6))
+            )
+        finally:
+            await p.close()
+
+    factory = uvloop.new_event_loop if loop_factory == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        outcomes = runner.run(main())
+    assert [o.status for o in outcomes] == [TaskStatus.OK] * 6
+    assert all(o.value["echo_len"] == 3_000_000 and len(o.value["blob"]) == 2_000_000 for o in outcomes)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from reward_server.verifiers.math.extract import _box_answer
+from reward_server.verifiers.math.extract import _box_answer, _last_anchor_value
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
 from reward_server.verifiers.math.text import (
     _LEADING_VAR,
@@ -72,7 +72,9 @@ def _reference_answer_text(raw: str) -> str:
         ext = _box_answer(text, boxes, liberal=True)
         if ext.parts:
             return ", ".join(ext.parts)
-    return text
+    # "The answer is 42", "Final answer: $\\frac{1}{2}$": the value the sentence states.
+    stated = _last_anchor_value(text, value_only=True)
+    return stated if stated is not None else text
 
 
 def _split_top_level(s: str, seps: str = ",;") -> list[str]:
@@ -132,8 +134,19 @@ def _members(answer: str) -> list[str]:
     return [p for p in out if p]
 
 
+# Longest final answer compared (unless the reference is long too).
+_MAX_ANSWER_CHARS = 1000
+
+_CHOICE_TOKEN = re.compile(r"(?<![A-Za-z\\])\(?([A-J])\)?(?![A-Za-z])")
+
+
+def _choice_letters(s: str) -> set[str]:
+    """Every choice letter an answer names: "(C) or (D)" names two, a hedge."""
+    return set(_CHOICE_TOKEN.findall(_unwrap_text_commands(s)))
+
+
 def _choice_letter(s: str) -> str | None:
-    s = _unwrap_text_commands(s.strip()).strip().strip("*").strip()
+    s = _unwrap_text_commands(s.strip()).strip().strip("*").strip().rstrip(".").strip()
     m = _MC_LETTER.match(s)
     if not m:
         return None
@@ -329,32 +342,44 @@ def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
     ans_num = parse_number(ans)
     if gold_num is not None and ans_num is not None:
         return _numbers_match(gold_num, ans_num, options.rel_tol)
-    # Constants that a float tells apart skip sympy (~10 ms a parse): \frac{\sqrt{21}}{5} vs \frac{\sqrt{21}}{6}.
-    fast_ans = complex(ans_num.value) if ans_num is not None else latex_value(ans)
-    if gold_num is not None:
-        # A numeric reference against a symbolic answer (\frac{100}{7}, \sqrt{2}, 2\pi): compare by value.
-        if fast_ans is not None:
-            return fast_ans.imag == 0 and _numbers_match(gold_num, Num(Fraction(fast_ans.real)), options.rel_tol)
-        value = _constant_value(_mv_parse(ans, gold=False))
-        return value is not None and _numbers_match(gold_num, value, options.rel_tol)
-    fast_gold = latex_value(gold)
-    if fast_gold is not None and fast_ans is not None:
-        if ans_num is not None and fast_gold.imag == 0:
-            # A decimal answer for an exact constant reference: the relative tolerance decides.
-            return _numbers_match(Num(Fraction(fast_gold.real)), ans_num, options.rel_tol)
-        if not _close(fast_gold, fast_ans):
-            return False
-        # Equal as floats: confirm exactly with sympy below.
-    elif options.strict and (_differ_at_a_point(gold, ans) or _structures_differ(gold, ans)):
-        # "15x - 80" vs "15x - 81", "(3, 5]" vs "(3, 4]": different at a point, so different.
+    if _clearly_different(gold, gold_num, ans, ans_num, options):
         return False
-    pred = _mv_parse(ans, gold=False)
+    # Maybe equal: decide exactly. Constants compare by value under the precision policy; the rest
+    # (expressions, sets, intervals, matrices, equations) through math-verify.
     gold_parsed = _mv_parse(gold, gold=True)
-    if ans_num is not None and gold_parsed is not None:
-        gval = _constant_value(gold_parsed)
-        if gval is not None:
-            return _numbers_match(gval, ans_num, options.rel_tol)
+    pred = _mv_parse(ans, gold=False)
+    g_val = gold_num or _constant_value(gold_parsed)
+    a_val = ans_num or _constant_value(pred)
+    if g_val is not None and a_val is not None and not (g_val.approx and a_val.approx):
+        # An irrational-looking value within 40 digits of a rational one may be that rational unsimplified
+        # (sin^2 + cos^2): only sympy can say.
+        digits_apart = abs(g_val.value - a_val.value) <= Fraction(1, 10**25) * max(abs(g_val.value), Fraction(1))
+        if not ((g_val.approx or a_val.approx) and digits_apart):
+            return _numbers_match(g_val, a_val, options.rel_tol)
     return _mv_equal(gold_parsed, pred, options)
+
+
+def _clearly_different(gold: str, gold_num: Num | None, ans: str, ans_num: Num | None, options: MathOptions) -> bool:
+    """A cheap *rejection* (sympy's parse costs ~10 ms): values that a float tells apart beyond any
+    tolerance the policy could grant, or expressions that differ at a sample point. Never an acceptance:
+    floats cannot tell ``10^{16}+1`` from ``10^{16}``, so "close" always goes on to the exact check."""
+    try:
+        g = complex(gold_num.value) if gold_num is not None else latex_value(gold)
+        a = complex(ans_num.value) if ans_num is not None else latex_value(ans)
+    except OverflowError:
+        return False
+    if g is not None and a is not None:
+        scale = max(abs(g), abs(a))
+        allowed = 1e-9 * scale + options.rel_tol * scale
+        if gold_num is not None and gold_num.quantum is not None:
+            allowed += float(gold_num.quantum) / 2
+        if gold_num is not None and gold_num.percent:
+            return abs(g - a) > allowed and abs(g / 100 - a) > allowed + float(gold_num.quantum or 0) / 200
+        return abs(g - a) > allowed
+    if options.strict:
+        # "15x - 80" vs "15x - 81", "(3, 5]" vs "(3, 4]": different at a point, so different.
+        return _differ_at_a_point(gold, ans) or _structures_differ(gold, ans)
+    return False
 
 
 def _close(a: complex, b: complex) -> bool:
@@ -417,15 +442,16 @@ def _constant_value(expr: Any) -> Num | None:
     if not isinstance(expr, Expr) or expr.free_symbols or not expr.is_number:
         return None
     try:
-        if isinstance(expr, Rational):
-            return Num(Fraction(int(expr.p), int(expr.q)))
         if expr.atoms(Float):
             return None  # a float's written precision is lost in sympy; leave it to the symbolic path
-        v = N(expr, 40)
+        value = expr.doit()  # latex2sympy keeps "1 - \frac{1}{3}" unevaluated
+        if isinstance(value, Rational):
+            return Num(Fraction(int(value.p), int(value.q)))
+        v = N(value, 40)
         if not v.is_real:
             return None
-        # An irrational constant, to 40 digits: exact for every comparison the policy makes.
-        return Num(Fraction(str(v)))
+        # An irrational constant, to 40 digits: enough for every comparison against a rational or a decimal.
+        return Num(Fraction(str(v)), approx=True)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError):
         return None
 
@@ -446,11 +472,18 @@ def _distinct(members: Sequence[str]) -> list[str]:
 def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     """Does ``answer`` (an extracted final answer) equal the reference? Returns (verdict, detail)."""
     if ref.kind == "choice":
-        letter = _choice_letter(normalize_unicode(_strip_math_delimiters(answer)))
+        text = normalize_unicode(_strip_math_delimiters(answer))
+        named = _choice_letters(text)
+        if len(named) > 1:
+            return False, f"the answer names {len(named)} choices ({', '.join(sorted(named))}): a hedge"
+        letter = _choice_letter(text)
         if letter is None:
             # "\boxed{12}" for a letter reference: not a letter, so not the choice.
             return False, "the reference is a multiple-choice letter; the answer is not a letter"
         return letter == ref.letter, None
+    if len(answer) > max(_MAX_ANSWER_CHARS, 4 * len(ref.answer)):
+        # A degenerate answer ("1+1+...+1", a looping sentence in a box) is wrong, not a sympy job.
+        return False, f"the final answer is {len(answer)} characters long; answers this long are not compared"
     norm = normalize_answer(answer)
     if ref.kind == "text":
         plain = _unwrap_text_commands(norm).strip().lower()

@@ -3,6 +3,7 @@ fallback (the last number or math span)."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -24,19 +25,26 @@ _ANCHOR = re.compile(
     r"(?:final\s+answers?\s*(?:is|are|:|=|-)?|\banswers?\s*(?:is|are|:|=)|^\s*#{4}(?!#))\s*[:=]?",
     re.IGNORECASE | re.MULTILINE,
 )
-_MATH_SPAN = re.compile(
-    r"\$\$(?P<dd>.+?)\$\$|\\\[(?P<db>.+?)\\\]|\\\((?P<ip>.+?)\\\)|(?<![\\\w])\$(?P<id>(?:\\\$|[^$\n])+?)(?<!\\)\$",
-    re.DOTALL,
-)
+# Math delimiters, scanned once left to right (a lazy ".+?" per opener is quadratic on unclosed ones).
+_DELIMITER = re.compile(r"\\\$|\$\$|\\\[|\\\]|\\\(|\\\)|\$")
+_CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
 _NUMBER = re.compile(
     r"(?<![\w.])[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d,])|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|\d+)(?:\.\d+)?"
     r"(?:\s*/\s*\d+)?(?:\s*(?:%|percent\b))?|(?<![\w.])[-+]?\.\d+"
 )
-_BARE_LATEX_VALUE = re.compile(r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}")
+_BARE_LATEX_VALUE = re.compile(
+    r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}|-?\d+(?:\.\d+)?\^\{[^{}]*\}|-?\d+\^\d"
+)
 _MD_NOISE = re.compile(r"\*\*|__|`|^[>\s]+")
 _EQUALS = re.compile(r"(?<![<>!\\:])=(?!=)")
 _SIMPLE_LHS = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?(?:\([^()]*\))?|\\[A-Za-z]+(?:_\{?\w+\}?)?)\s*$")
-_VERB_SPLIT = re.compile(r"\s(?:is|are|equals|was|becomes)\s(?![^$]*\$[^$]*$)", re.IGNORECASE)
+_VERB = re.compile(r"\s(?:is|are|equals|was|becomes)\s", re.IGNORECASE)
+# A clause that states a value starts with one: a number, math, a letter choice, "x = ...".
+_STARTS_WITH_VALUE = re.compile(
+    r"^(?:[-+]?\.?\d|\$|\\[\[(A-Za-z]|[(\[{]|[A-Za-z](?:_\w+)?\s*=|[A-J](?:[).:,]|\s*$|\s+(?:or|and)\s))"
+)
+# Longest clause read after an anchor: a line, not a book.
+_MAX_CLAUSE_CHARS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +94,57 @@ def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal:
     return Extraction(parts=tuple(reversed(parts)), source="boxed")
 
 
-def _span_content(m: re.Match[str]) -> str:
-    return next(g for g in m.groups() if g is not None).strip()
+@dataclass(frozen=True, slots=True)
+class _Span:
+    start: int
+    end: int
+    content: str
+
+
+def _math_spans(text: str) -> list[_Span]:
+    """The ``$...$``, ``$$...$$``, ``\\(...\\)`` and ``\\[...\\]`` spans of ``text``, in one linear pass.
+
+    An inline ``$`` does not cross a line; ``\\$`` is an escaped dollar; an opener never closed is no span.
+    """
+    spans: list[_Span] = []
+    opener: re.Match[str] | None = None
+    for m in _DELIMITER.finditer(text):
+        tok = m.group()
+        if tok == "\\$":
+            continue
+        if opener is not None:
+            want = _CLOSER[opener.group()]
+            if tok == want and not (want == "$" and "\n" in text[opener.end() : m.start()]):
+                content = text[opener.end() : m.start()].strip()
+                if content:
+                    spans.append(_Span(opener.start(), m.end(), content))
+                opener = None
+                continue
+            if opener.group() != "$" or "\n" not in text[opener.end() : m.start()]:
+                continue  # inside a span: other delimiters are its content
+        if tok in _CLOSER and not (tok == "$" and m.start() > 0 and (text[m.start() - 1].isalnum())):
+            opener = m
+    return spans
+
+
+def _outside(spans: list[_Span], pos: int, starts: list[int] | None = None) -> bool:
+    """Is ``pos`` outside every span? (Spans are sorted and disjoint; pass ``starts`` when asking often.)"""
+    i = bisect.bisect_right(starts if starts is not None else [s.start for s in spans], pos) - 1
+    return i < 0 or pos >= spans[i].end
+
+
+def _without_spans(text: str, spans: list[_Span]) -> str:
+    out, last = [], 0
+    for sp in spans:
+        out.append(text[last : sp.start])
+        out.append(" ")
+        last = sp.end
+    out.append(text[last:])
+    return "".join(out)
 
 
 def _word_count(s: str) -> int:
-    without_latex = re.sub(r"\\[A-Za-z]+", " ", _MATH_SPAN.sub(" ", s))
+    without_latex = re.sub(r"\\[A-Za-z]+", " ", _without_spans(s, _math_spans(s)))
     return len(re.findall(r"[A-Za-z]{2,}", without_latex))
 
 
@@ -136,59 +189,63 @@ def _result_side(expr: str) -> str:
     return expr.strip()
 
 
-def _clean_clause(text: str) -> str | None:
-    """The value in an "answer is ..." clause: its math, or its last number if it is prose."""
+def _clean_clause(text: str, *, value_only: bool) -> str | None:
+    """The value stated by an "answer is ..." clause, or ``None`` if it states none.
+
+    The clause is the rest of the line (or the next non-empty line), up to the end of its first sentence;
+    "The volume of $V$ is 120" gives what follows the last "is" outside math. It counts when it starts
+    with a value (a number, math, a choice letter, "x = ..."); otherwise, unless ``value_only``, a short
+    word answer ("Navin") counts too. Prose ("The answer is consistent with the 3 checks") states nothing.
+    """
     text = text.lstrip(" :=\t")
-    # If the rest of the line is empty, the answer is on the next non-empty line.
-    line = next((ln for ln in text.split("\n") if ln.strip()), "")
+    line = next((ln for ln in text.split("\n", 50) if ln.strip()), "")[:_MAX_CLAUSE_CHARS]
     line = _MD_NOISE.sub("", line).strip()
+    line = re.split(r"</?[A-Za-z][\w-]*\s*>", line, maxsplit=1)[0]  # "42</answer>": a tag ends it
+    spans = _math_spans(line)
     # The first sentence only: a period followed by a space or the end (not a decimal point), outside math.
-    end = None
-    for m in re.finditer(r"\.(?:\s|$)|[!?;](?:\s|$)", line):
-        if not any(s.start() < m.start() < s.end() for s in _MATH_SPAN.finditer(line)):
-            end = m.start()
+    for m in re.finditer(r"\.(?:\s|$)|[!?;](?:\s|$)|\s(?:because|since|which|as)\s", line):
+        if _outside(spans, m.start()):
+            line = line[: m.start()]
             break
-    if end is not None:
-        line = line[:end]
-    # "The volume of $V$ is 120": the value follows the last "is" outside math.
-    verbs = list(_VERB_SPLIT.finditer(line))
+    verbs = [m for m in _VERB.finditer(line) if _outside(spans, m.start())]
     if verbs:
         line = line[verbs[-1].end() :]
     line = line.strip().rstrip(".").strip()
     if not line:
         return None
-    spans = [_span_content(m) for m in _MATH_SPAN.finditer(line)]
+    if not _STARTS_WITH_VALUE.match(line):
+        plain = line.strip("*_ ")
+        if value_only or _word_count(plain) > 3 or re.search(r"\d", plain):
+            return None
+        return plain
+    spans = _math_spans(line)
     if spans:
-        return ", ".join(_result_side(s) for s in spans if s) or None
-    if _word_count(line) >= 3:
-        # Prose ("Jane started growing it 3 hours ago"): its last value.
-        return _fallback(line, whole_if_short=False)
+        return ", ".join(_result_side(sp.content) for sp in spans) or None
     return _result_side(line) or None
 
 
 def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
-    """The last number or LaTeX value of the text, whichever ends last; a short non-prose text is whole."""
+    """The last number or LaTeX value of the text, whichever ends last (the longest, on a tie); a short
+    text with no words (``\\frac{10}{9}``) is the answer as a whole. Linear in the text's length."""
     stripped = _MD_NOISE.sub("", text).strip()
     if whole_if_short and len(stripped) <= 60 and "\n" not in stripped and _word_count(stripped) == 0:
-        # A bare answer with no delimiters ("\\frac{10}{9}", "x = 5") is the answer as a whole.
         stripped = _strip_math_delimiters(stripped.rstrip(".").strip())
-        if stripped and _has_math(stripped) and not _MATH_SPAN.search(stripped):
+        if stripped and _has_math(stripped) and not _math_spans(stripped):
             return _result_side(stripped)
-    best: tuple[int, str] | None = None
-    spans = list(_MATH_SPAN.finditer(text))
-    for m in spans:
-        content = _span_content(m)
-        if content and (best is None or m.end() >= best[0]):
-            best = (m.end(), content)
+    spans = _math_spans(text)
+    starts = [sp.start for sp in spans]
+    best: tuple[int, int, str] | None = None  # (end, -start, candidate)
+    for sp in spans:
+        best = max(best, (sp.end, -sp.start, sp.content)) if best else (sp.end, -sp.start, sp.content)
     for pattern in (_NUMBER, _BARE_LATEX_VALUE):
         for m in pattern.finditer(text):
-            if any(s.start() <= m.start() < s.end() for s in spans):
+            if not _outside(spans, m.start(), starts):
                 continue  # inside a math span, which is a candidate as a whole
-            if best is None or m.end() > best[0]:
-                best = (m.end(), m.group(0))
+            cand = (m.end(), -m.start(), m.group(0))
+            best = max(best, cand) if best else cand
     if best is None:
         return None
-    return _result_side(best[1]) or None
+    return _result_side(best[2]) or None
 
 
 def _final_text(response: str) -> tuple[str, str | None]:
@@ -201,27 +258,31 @@ def _final_text(response: str) -> tuple[str, str | None]:
     return response, None
 
 
-def _last_answer_tag(text: str) -> tuple[int, Extraction] | None:
+def _last_answer_tag(text: str) -> tuple[int, int, Extraction] | None:
+    """The last ``<answer>...</answer>``: (start, end, extraction). Its content is the answer as a whole
+    when it is one ("\\begin{pmatrix}...", "\\frac{270}7 degrees"); an "answer is" sentence inside it
+    gives its value; a longer text gives its last value."""
     opens = list(_ANSWER_OPEN.finditer(text))
     if not opens:
         return None
     last_open = opens[-1]
     close = _ANSWER_CLOSE.search(text, last_open.end())
     if close is None:
-        return last_open.start(), Extraction(detail="the last <answer> tag is never closed")
+        return last_open.start(), len(text), Extraction(detail="the last <answer> tag is never closed")
     inner = text[last_open.end() : close.start()].strip()
     if not inner:
-        return last_open.start(), Extraction(detail="the last <answer></answer> is empty")
-    value = _last_anchor_value(inner)
+        return last_open.start(), close.end(), Extraction(detail="the last <answer></answer> is empty")
+    value = _last_anchor_value(inner, value_only=False)
     if value is None:
-        value = _fallback(inner)
-    return last_open.start(), Extraction(parts=(value or inner,), source="answer_tag")
+        bare = _strip_math_delimiters(_MD_NOISE.sub("", inner).strip().rstrip(".").strip())
+        value = bare if "\n" not in bare and _word_count(bare) < 3 else _fallback(inner)
+    return last_open.start(), close.end(), Extraction(parts=(value or inner,), source="answer_tag")
 
 
-def _last_anchor_value(text: str, *, need_math: bool = False) -> str | None:
+def _last_anchor_value(text: str, *, value_only: bool) -> str | None:
     for m in reversed(list(_ANCHOR.finditer(text))):
-        clause = _clean_clause(text[m.end() :])
-        if clause and (_has_math(clause) or not need_math):
+        clause = _clean_clause(text[m.end() : m.end() + _MAX_CLAUSE_CHARS + 200], value_only=value_only)
+        if clause:
             return clause
     return None
 
@@ -229,8 +290,8 @@ def _last_anchor_value(text: str, *, need_math: bool = False) -> str | None:
 def extract_final_answer(response: str, *, fallback: bool = True) -> Extraction:
     """Find the final answer of a response, by the rules in the module docstring.
 
-    The last explicit final answer wins: the last box, unless an ``<answer>`` tag or an "answer is" line
-    *with a value* comes after it (an intermediate box followed by "Final answer: $10,455$").
+    The last explicit final answer wins: the last box or ``<answer>`` tag, whichever comes later, unless an
+    "answer is" line that *starts with a value* follows both ("\\boxed{255} ... Final answer: $10,455$").
 
     Args:
         response: the completion text.
@@ -245,18 +306,17 @@ def extract_final_answer(response: str, *, fallback: bool = True) -> Extraction:
 
     boxes = _find_boxes(text)
     candidates: list[tuple[int, Extraction]] = []
+    after = 0
     if boxes:
         candidates.append((boxes[-1][0], _box_answer(text, boxes)))
-    # Tags and anchors count only outside boxes (an unterminated box runs to the end of the text).
-    after = boxes[-1][1] if boxes else 0
-    tail = text[after:]
-    tag = _last_answer_tag(tail)
+        after = boxes[-1][1]  # an unterminated box runs to the end of the text
+    tag = _last_answer_tag(text[after:])
     if tag is not None:
-        candidates.append((after + tag[0], tag[1]))
-    if not candidates or tail.strip():
-        anchored = _last_anchor_value(tail, need_math=bool(candidates))
-        if anchored:
-            candidates.append((len(text), Extraction(parts=(anchored,), source="anchor")))
+        candidates.append((after + tag[0], tag[2]))
+        after += tag[1]
+    anchored = _last_anchor_value(text[after:], value_only=bool(candidates))
+    if anchored:
+        candidates.append((len(text), Extraction(parts=(anchored,), source="anchor")))
     if candidates:
         return max(candidates, key=lambda c: c[0])[1]
     if fallback:

@@ -47,6 +47,8 @@ _UNICODE_MATH = {
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _SUPERSCRIPT_RUN = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
 _SQRT_UNICODE = re.compile(r"[√∛∜]")
+# Control characters (NUL ...) and zero-width marks carry no meaning in an answer.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
 
 
 def _match_brace(text: str, open_pos: int) -> int | None:
@@ -107,6 +109,7 @@ def _replace_unicode_sqrt(text: str) -> str:
 
 def normalize_unicode(text: str) -> str:
     """Spell unicode math (``−``, ``×``, ``√``, ``°``, ``π``, ``±``, superscripts ...) in LaTeX/ASCII."""
+    text = _CONTROL.sub("", text)
     if text.isascii():
         return text
     text = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", text)
@@ -138,6 +141,9 @@ _SQRT_SHORT = re.compile(r"\\sqrt\s*([0-9A-Za-z])")
 _SINGLE_LETTER_TEXT = re.compile(r"\\(?:mathrm|mathit|text|operatorname|mathbf)\s*\{\s*([A-Za-z])\s*\}")
 _FRAC_HALF_SHORT = re.compile(r"\\frac\s*(\d)\s*(\{)|\\frac\s*(\{[^{}]*\})\s*(\d)")
 _DFRAC = re.compile(r"\\[dtc]frac")
+_EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
+# "\approx 42" as a whole answer states 42.
+_LEADING_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|\\simeq|\\thickapprox)\s*")
 _TEXT_NO_LETTERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\s*\{([^{}A-Za-z]*)\}")
 _LEADING_VAR = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?=[^=]+$)")
 _MC_LETTER = re.compile(
@@ -178,6 +184,8 @@ def normalize_answer(s: str) -> str:
     s = _strip_outer_boxes(_strip_math_delimiters(s))
     s = _strip_math_delimiters(s)
     s = s.replace("\\displaystyle", "").replace("\\mathdollar", "")
+    s = _EMPTY_SET.sub(r"\\emptyset", s)
+    s = _LEADING_APPROX.sub("", s)
     s = _TEXT_NO_LETTERS.sub(r"\1", s)
     if _SINGLE_LETTER_TEXT.search(s) and not _SINGLE_LETTER_TEXT.fullmatch(s.strip()):
         s = _SINGLE_LETTER_TEXT.sub(r"\1", s)  # "1 - \frac{1}{\mathrm{e}}": a constant, not a word
@@ -250,11 +258,14 @@ class Num:
     """An exact rational read from text, with the precision it was written at.
 
     ``quantum`` is the unit of the last written decimal place (``0.67`` -> 1/100), ``None`` when exact.
+    ``approx`` marks an irrational constant held to 40 digits (``\\sqrt{2}``): two of those are compared
+    symbolically, never digit by digit.
     """
 
     value: Fraction
     quantum: Fraction | None = None
     percent: bool = False
+    approx: bool = False
 
 
 def parse_number(s: str) -> Num | None:

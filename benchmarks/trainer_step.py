@@ -1,0 +1,188 @@
+"""How much of a GRPO step waits on rewards, with scoring overlapped with generation and without.
+
+Runs the real trainer in two modes on the same model (a random tiny Qwen2 unless ``--model``) and prompts, against
+a live reward server (``python -m reward_server``, started here unless ``--url`` names a running one):
+
+* ``overlap``: each chunk of groups is scored while the next chunk generates (the trainer's default);
+* ``no-overlap``: the same chunks, but the loop blocks on each chunk's rewards before generating the next.
+
+It prints, per mode, the median step time, the reward wait and its share of the step (goal: <= 5 % with overlap),
+and completion tokens per second, then the ratios overlap / no-overlap. The first step of each run is a warm-up
+and is left out; the modes alternate over ``--rounds`` runs and medians are printed, so a change in the machine's
+load hits both. Figures still depend on that load: say how loaded the machine was.
+
+With ``C`` chunks per step, overlap can hide at most ``(C - 1) / C`` of the scoring time: the last chunk is
+scored after generation ends (behind the reference/old log-probs when ``beta > 0`` or ``num_iterations > 1``).
+
+    python benchmarks/trainer_step.py                 # CPU, random tiny Qwen2, about two minutes
+    python benchmarks/trainer_step.py --model examples/arithmetic/runs/sft \
+        --data examples/arithmetic/runs/data/train.jsonl   # the example's warmed-up policy
+    # Qwen2-0.5B's shape on GPU (random weights; the vocabulary is this script's tokenizer, not Qwen's 152k):
+    python benchmarks/trainer_step.py --device cuda --hidden-size 896 --layers 24 --heads 14 --kv-heads 2 \
+        --intermediate-size 4864 --completion-length 256 --math-workers 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from trainer.config import config_from_dict  # noqa: E402
+from trainer.tiny import build_tiny_model, build_tokenizer  # noqa: E402
+from trainer.train import train  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _prompts(n: int) -> list[dict[str, Any]]:
+    return [
+        {"prompt": f"Compute {a} + {b}. Put the result in \\boxed{{}}.\n", "ground_truth": str(a + b), "task": "math"}
+        for a, b in ((17 * i % 89 + 10, 31 * i % 73 + 10) for i in range(n))
+    ]
+
+
+def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: str, out: Path) -> list[dict[str, Any]]:
+    """One training run in ``mode``; returns the metrics of its measured steps."""
+    cfg = config_from_dict(
+        {
+            "model_name_or_path": str(model_dir),
+            "train_data": str(data),
+            "output_dir": str(out),
+            "reward_server_urls": [url],
+            "max_steps": args.steps + 1,
+            "prompt_batch_size": args.prompts,
+            "num_generations": args.generations,
+            "rollout_chunk_prompts": args.chunk,
+            "overlap_scoring": mode == "overlap",
+            "max_completion_length": args.completion_length,
+            "learning_rate": 1e-5,
+            "report_to_tensorboard": False,
+            "progress_bar": False,
+            "device": args.device,
+            "torch_num_threads": args.threads,
+            "seed": 0,
+        }
+    )
+    return train(cfg).history[1:]  # the first step warms up kernels and connections
+
+
+def _summary(steps: list[dict[str, Any]]) -> dict[str, float]:
+    med = statistics.median
+    return {
+        "step_s": med(r["timing/step"] for r in steps),
+        "reward_wait_s": med(r["timing/reward_wait"] for r in steps),
+        "reward_wait_share": med(r["timing/reward_wait_frac"] for r in steps),
+        "tokens_per_s": med(r["perf/tokens_per_s"] for r in steps),
+        "generate_s": med(r["timing/generate"] for r in steps),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="a running reward server; default: start one here")
+    parser.add_argument("--steps", type=int, default=5, help="measured steps per run (plus one warm-up step)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per mode, alternating the modes against drift")
+    parser.add_argument("--prompts", type=int, default=16, help="prompt_batch_size")
+    parser.add_argument("--generations", type=int, default=8, help="num_generations")
+    parser.add_argument("--chunk", type=int, default=4, help="rollout_chunk_prompts")
+    parser.add_argument("--completion-length", type=int, default=48)
+    parser.add_argument("--hidden-size", type=int, default=192)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--intermediate-size", type=int, default=None, help="default 4 x hidden size")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--math-workers", type=int, default=1, help="worker processes of the server started here")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the trainer")
+    parser.add_argument("--model", type=Path, help="a HF model directory instead of a random tiny Qwen2")
+    parser.add_argument("--data", type=Path, help="prompt JSONL for --model (default: generated sums)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:
+        root = Path(tmp)
+        data = args.data or root / "prompts.jsonl"
+        if args.data is None:
+            data.write_text("".join(json.dumps(r) + "\n" for r in _prompts(args.prompts * (args.steps + 1))))
+        rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
+        model_dir = args.model or root / "model"
+        if args.model is None:
+            tokenizer = build_tokenizer([r["prompt"] + r["ground_truth"] for r in rows], vocab_size=384)
+            model = build_tiny_model(
+                tokenizer,
+                hidden_size=args.hidden_size,
+                num_layers=args.layers,
+                num_heads=args.heads,
+                num_kv_heads=args.kv_heads,
+                intermediate_size=args.intermediate_size,
+            )
+            model.save_pretrained(model_dir)
+            tokenizer.save_pretrained(model_dir)
+        n_params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+
+        server = None
+        url = args.url
+        if url is None:
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            env = {**os.environ, "RLVR_MATH_WORKERS": str(args.math_workers)}
+            server = subprocess.Popen(
+                [sys.executable, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        try:
+            load = os.getloadavg()[0]
+            steps: dict[str, list[dict[str, Any]]] = {"no-overlap": [], "overlap": []}
+            for k in range(args.rounds):
+                for mode in steps:
+                    steps[mode] += _run(mode, args, model_dir, data, url, root / f"{mode}-{k}")
+            results = {mode: _summary(rows) for mode, rows in steps.items()}
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=30)
+
+    print(
+        f"model: {n_params / 1e6:.1f}M parameters on {args.device}; {args.prompts} prompts x {args.generations} "
+        f"completions of <= {args.completion_length} tokens per step, chunks of {args.chunk} prompts; "
+        f"{args.rounds} x {args.steps} measured steps per mode, alternating; medians; load average at start "
+        f"{load:.2f}, at end {os.getloadavg()[0]:.2f}, on {os.cpu_count()} cores"
+    )
+    print(f"{'mode':<11} {'step s':>8} {'reward wait s':>14} {'wait share':>11} {'tokens/s':>9} {'generate s':>11}")
+    for mode, r in results.items():
+        print(
+            f"{mode:<11} {r['step_s']:8.2f} {r['reward_wait_s']:14.3f} {r['reward_wait_share']:10.1%} "
+            f"{r['tokens_per_s']:9.0f} {r['generate_s']:11.2f}"
+        )
+    base, ours = results["no-overlap"], results["overlap"]
+    print(
+        f"overlap / no-overlap: reward wait x{ours['reward_wait_s'] / base['reward_wait_s']:.2f}, "
+        f"step time x{ours['step_s'] / base['step_s']:.2f}, tokens/s x{ours['tokens_per_s'] / base['tokens_per_s']:.2f}"
+    )
+    hidden = 1 - ours["reward_wait_s"] / base["reward_wait_s"] if base["reward_wait_s"] > 0 else float("nan")
+    print(f"scoring time per step (the no-overlap wait): {base['reward_wait_s']:.3f} s; overlap hides {hidden:.0%}")
+    goal = "meets" if ours["reward_wait_share"] <= 0.05 else "misses"
+    print(f"reward wait share with overlap: {ours['reward_wait_share']:.1%} ({goal} the <= 5% goal)")
+
+
+if __name__ == "__main__":
+    main()

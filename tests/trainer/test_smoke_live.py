@@ -1,0 +1,124 @@
+"""Two GRPO steps through the CLI against a live ``python -m reward_server`` started here (real HTTP, real math).
+
+The policy is a tiny model warmed up (a few seconds) to answer ``What is a plus b?`` with ``<answer>n</answer>``,
+right about half the time, so groups have mixed rewards and the update has a gradient.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM
+
+from reward_server.client import RewardClient
+from tests.conftest import REPO_ROOT
+from trainer.metrics import read_metrics
+from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``python -m reward_server`` on a free port with one math worker; its log is printed on failure."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    env = {**os.environ, "RLVR_MATH_WORKERS": "1"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with RewardClient(url) as client:
+            client.wait_ready(timeout_s=90)
+        yield url
+    except TimeoutError:
+        pytest.fail(f"reward server did not become ready:\n{log.read_text()[-3000:]}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def answering_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Qwen2 that answers ``<answer>a+b</answer>`` or ``<answer>a+b+1</answer>``, about half each."""
+    sums = [(a, b) for a in range(3) for b in range(3)]
+    pairs = [(f"What is {a} plus {b}?", f" <answer>{a + b + k}</answer>") for a, b in sums for k in (0, 1)]
+    tokenizer = build_tokenizer([p + c for p, c in pairs], vocab_size=280, extra_tokens=["<answer>", "</answer>"])
+    model = build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, seed=0)
+    torch.manual_seed(0)
+    supervised_warm_up(model, tokenizer, pairs, steps=150, batch_size=18, learning_rate=1e-2)
+    path = tmp_path_factory.mktemp("answering_model")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_two_steps_against_a_live_server_change_the_parameters(
+    live_server: str, answering_model: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "train.jsonl"
+    rows = [{"prompt": f"What is {a} plus {b}?", "ground_truth": str(a + b)} for a in range(3) for b in range(3)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {
+        "model_name_or_path": str(answering_model),
+        "train_data": str(data),
+        "eval_data": str(data),
+        "eval_max_prompts": 3,
+        "output_dir": str(tmp_path / "run"),
+        "reward_server_urls": [live_server],
+        "reward_components": {"accuracy": 1.0},
+        "max_steps": 2,
+        "prompt_batch_size": 4,
+        "num_generations": 8,
+        "rollout_chunk_prompts": 2,
+        "max_completion_length": 8,
+        "learning_rate": 1e-3,
+        "beta": 0.04,
+        "torch_num_threads": 1,
+        "progress_bar": False,
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer", "train", "--config", str(path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    rows_logged = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows_logged] == [0, 1, 2]
+    for r in rows_logged[1:]:
+        assert 0.0 <= r["reward/accuracy"] <= 1.0
+        assert r["reward/frac_null"] == 0.0
+        assert r["adv/frac_zero_std_groups"] < 1.0  # some group had right and wrong answers
+    assert 0.0 <= rows_logged[-1]["eval/pass@1"] <= 1.0
+
+    before = AutoModelForCausalLM.from_pretrained(answering_model).state_dict()
+    after = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoint-2").state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed, "two GRPO steps left every parameter as it was"

@@ -1,0 +1,281 @@
+"""The loop on a tiny random model: one update's direction, KL at the reference, null rewards, resume, checkpoints.
+
+Rewards come from a stand-in speaking the ``/v1/rewards`` contract over ``httpx.MockTransport``; the run against a
+live ``python -m reward_server`` is in ``test_smoke_live.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from reward_server.client import RewardItem, RewardServerError
+from tests.trainer.conftest import StandInServer
+from trainer.config import GRPOConfig, config_from_dict
+from trainer.grpo import grpo_loss
+from trainer.metrics import read_metrics
+from trainer.plot import plot_run
+from trainer.reward_client import RewardScorer
+from trainer.rollout import SamplingParams, TransformersBackend, completion_log_probs
+from trainer.train import train
+
+
+def _config(model_dir: Path, files: tuple[Path, Path], out: Path, **overrides: Any) -> GRPOConfig:
+    values: dict[str, Any] = {
+        "model_name_or_path": str(model_dir),
+        "train_data": str(files[0]),
+        "output_dir": str(out),
+        "max_steps": 2,
+        "prompt_batch_size": 2,
+        "num_generations": 4,
+        "max_completion_length": 6,
+        "learning_rate": 1e-2,
+        "progress_bar": False,
+        "report_to_tensorboard": False,
+        "seed": 7,
+        **overrides,
+    }
+    return config_from_dict(values)
+
+
+def _params(model_or_dir: Any) -> dict[str, torch.Tensor]:
+    model = model_or_dir
+    if isinstance(model_or_dir, Path):
+        model = AutoModelForCausalLM.from_pretrained(model_or_dir)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_one_update_moves_log_probs_the_way_advantages_say(tiny_model_dir: Path, loss_type: str) -> None:
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    backend = TransformersBackend(model, AutoTokenizer.from_pretrained(tiny_model_dir))
+    torch.manual_seed(0)
+    batch = backend.generate(["What is 1 plus 2?"], 4, SamplingParams(max_new_tokens=5))
+    assert not torch.equal(batch.completion_ids[0], batch.completion_ids[1])
+    mask = batch.completion_mask
+    with torch.no_grad():
+        before = (completion_log_probs(model, batch, 1.0)[0] * mask).sum(-1)  # (4,) sequence log-probs
+    advantages = torch.tensor([1.0, -1.0, 0.0, 0.0])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    logp, _ = completion_log_probs(model, batch, 1.0)
+    out = grpo_loss(
+        logp,
+        logp.detach(),
+        advantages,
+        mask,
+        loss_type=loss_type,  # type: ignore[arg-type]
+        epsilon=0.2,
+        epsilon_high=None,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=5,
+        num_items_in_batch=mask.sum(),
+    )
+    out.loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        after = (completion_log_probs(model, batch, 1.0)[0] * mask).sum(-1)
+    assert after[0] > before[0]  # positive advantage: more likely
+    assert after[1] < before[1]  # negative advantage: less likely
+
+
+def test_kl_is_zero_at_the_first_update_when_policy_equals_reference(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    server = StandInServer(lambda item: float(len(item["response"]) % 2))  # varied rewards: a real gradient
+    cfg = _config(tiny_model_dir, prompt_files, tmp_path / "run", beta=0.1, max_steps=2)
+    history = train(cfg, scorer=server.scorer()).history
+    assert history[0]["loss/kl"] == 0.0  # the policy starts as the reference
+    assert history[1]["loss/kl"] > 0.0  # after one update they differ
+
+
+def test_no_reference_model_is_loaded_when_beta_is_zero(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer import train as train_module
+
+    loaded: list[str] = []
+    real = train_module._load_model
+    monkeypatch.setattr(train_module, "_load_model", lambda path, *a: loaded.append(path) or real(path, *a))
+    train(_config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=1), scorer=StandInServer().scorer())
+    assert loaded == [str(tiny_model_dir)]  # the policy only
+
+
+def test_null_rewards_are_left_out_not_zero(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Every completion of the first prompt is unscoreable: that group must give no gradient at all, so a run
+    # where those rows are null matches a run with those prompts' rewards all equal (zero advantage).
+    calls: list[int] = []
+
+    def null_for_first_group(item: dict[str, Any]) -> float | None:
+        calls.append(1)
+        return None if "-p0-" in item["id"] else float(len(item["response"]) % 3)
+
+    def equal_for_first_group(item: dict[str, Any]) -> float | None:
+        return 0.0 if "-p0-" in item["id"] else float(len(item["response"]) % 3)
+
+    # grpo aggregation: a row's weight does not depend on other rows' tokens, so zero-advantage rows are inert.
+    a = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "a", max_steps=1, loss_type="grpo"),
+        scorer=StandInServer(null_for_first_group).scorer(),
+    )
+    b = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "b", max_steps=1, loss_type="grpo"),
+        scorer=StandInServer(equal_for_first_group).scorer(),
+    )
+    assert a.history[0]["reward/frac_null"] == 0.5
+    assert b.history[0]["reward/frac_null"] == 0.0
+    for name, value in _params(a.checkpoint).items():
+        torch.testing.assert_close(value, _params(b.checkpoint)[name], atol=0, rtol=0)
+
+
+def test_gradient_accumulation_matches_one_big_batch(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    server = StandInServer(lambda item: float(len(item["response"]) % 2))
+    one = train(_config(tiny_model_dir, prompt_files, tmp_path / "one", max_steps=1), scorer=server.scorer())
+    four = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "four", max_steps=1, gradient_accumulation_steps=4),
+        scorer=server.scorer(),
+    )
+    assert four.history[0]["optim/grad_norm"] == pytest.approx(one.history[0]["optim/grad_norm"], rel=1e-5)
+    assert four.history[0]["loss/policy"] == pytest.approx(one.history[0]["loss/policy"], rel=1e-5, abs=1e-7)
+    # Adam's first step moves each weight by about +-lr (1e-2); a wrong accumulation would show at that scale,
+    # float reordering only far below it (Adam divides tiny gradients by their own size).
+    for name, value in _params(one.checkpoint).items():
+        torch.testing.assert_close(_params(four.checkpoint)[name], value, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("extra", [{}, {"num_iterations": 2, "beta": 0.05, "gradient_accumulation_steps": 2}])
+def test_resume_gives_the_same_state_as_an_uninterrupted_run(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, extra: dict[str, Any]
+) -> None:
+    server = StandInServer(lambda item: float(len(item["response"]) % 2))
+    common = {"max_steps": 3, "eval_data": str(prompt_files[1]), "eval_steps": 1, "eval_temperature": 1.0, **extra}
+    whole = train(_config(tiny_model_dir, prompt_files, tmp_path / "whole", **common), scorer=server.scorer())
+
+    cut = tmp_path / "cut"
+    train(_config(tiny_model_dir, prompt_files, cut, **{**common, "max_steps": 1}), scorer=server.scorer())
+    resumed = train(
+        _config(tiny_model_dir, prompt_files, cut, **common, resume_from_checkpoint="latest"), scorer=server.scorer()
+    )
+
+    for name, value in _params(whole.checkpoint).items():
+        torch.testing.assert_close(_params(resumed.checkpoint)[name], value, atol=0, rtol=0)
+    opt_whole = torch.load(whole.checkpoint / "trainer_state.pt", weights_only=False)
+    opt_resumed = torch.load(resumed.checkpoint / "trainer_state.pt", weights_only=False)
+    assert opt_whole["scheduler"] == opt_resumed["scheduler"]
+    for key, state in opt_whole["optimizer"]["state"].items():
+        torch.testing.assert_close(opt_resumed["optimizer"]["state"][key]["exp_avg"], state["exp_avg"], atol=0, rtol=0)
+
+    def without_timing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if not k.startswith(("timing/", "perf/"))} for r in rows]
+
+    # The resumed run's metrics file reads as one run: same steps, same values.
+    assert without_timing(read_metrics(cut)) == without_timing(read_metrics(tmp_path / "whole"))
+    assert [r["step"] for r in read_metrics(cut)] == [0, 1, 2, 3]
+
+
+def test_checkpoint_loads_with_from_pretrained_and_plots(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cfg = _config(
+        tiny_model_dir, prompt_files, tmp_path / "run", save_steps=1, save_total_limit=1, report_to_tensorboard=True
+    )
+    result = train(cfg, scorer=StandInServer(lambda item: float(len(item["response"]) % 2)).scorer())
+    assert sorted(p.name for p in result.output_dir.glob("checkpoint-*")) == ["checkpoint-2"]
+    loaded = AutoModelForCausalLM.from_pretrained(result.checkpoint)
+    assert AutoTokenizer.from_pretrained(result.checkpoint).eos_token is not None
+    assert any(not torch.equal(v, _params(tiny_model_dir)[k]) for k, v in _params(loaded).items())
+    assert list((result.output_dir / "tensorboard").glob("events.out.tfevents.*"))
+    png = plot_run(result.output_dir)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = read_metrics(result.output_dir)
+    for name in (
+        "reward/mean",
+        "reward/accuracy",
+        "reward/frac_null",
+        "adv/frac_zero_std_groups",
+        "loss/policy",
+        "loss/kl",
+        "policy/clip_ratio",
+        "policy/entropy",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "timing/generate",
+        "timing/reward_wait",
+        "timing/update",
+        "perf/tokens_per_s",
+    ):
+        assert all(name in r for r in rows), name
+
+
+def test_an_unreachable_reward_server_stops_the_run(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    scorer = RewardScorer("http://down", client=httpx.AsyncClient(transport=httpx.MockTransport(down)), max_retries=0)
+    with pytest.raises(RewardServerError, match="still failing"):
+        train(_config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=1), scorer=scorer)
+    assert not list((tmp_path / "run").glob("checkpoint-*"))
+
+
+def test_scoring_runs_while_the_caller_keeps_working() -> None:
+    """submit() returns at once; a later wait() only pays for what is left of the server's time."""
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        import asyncio
+
+        await asyncio.sleep(0.4)
+        items = json.loads(request.content)["items"]
+        return httpx.Response(200, json={"results": [{"id": i["id"], "reward": 1.0, "status": "ok"} for i in items]})
+
+    with RewardScorer("http://slow", client=httpx.AsyncClient(transport=httpx.MockTransport(slow))) as scorer:
+        start = time.perf_counter()
+        future = scorer.submit([RewardItem(id="a", task="math", response="1", ground_truth="1")])
+        submitted_s = time.perf_counter() - start
+        time.sleep(0.4)  # stands in for generating the next chunk
+        results, wait_s = scorer.wait([future])
+    assert submitted_s < 0.1
+    assert wait_s < 0.15
+    assert [r.reward for r in results] == [1.0]
+
+
+def test_masked_truncated_completions_give_no_update(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Two tokens are too few for this random model to reach EOS: every completion is truncated and masked.
+    server = StandInServer(lambda item: float(len(item["response"]) % 2))
+    cfg = _config(
+        tiny_model_dir,
+        prompt_files,
+        tmp_path / "run",
+        max_steps=1,
+        max_completion_length=2,
+        mask_truncated_completions=True,
+    )
+    result = train(cfg, scorer=server.scorer())
+    assert result.history[0]["completions/clipped_ratio"] == 1.0
+    assert result.history[0]["optim/grad_norm"] == 0.0
+    for name, value in _params(tiny_model_dir).items():
+        assert torch.equal(_params(result.checkpoint)[name], value), name
+
+
+def test_chat_prompts_without_a_chat_template_fail_before_training(tiny_model_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "chat.jsonl"
+    data.write_text(json.dumps({"prompt": [{"role": "user", "content": "2+2?"}], "ground_truth": "4"}) + "\n")
+    server = StandInServer()
+    cfg = _config(tiny_model_dir, (data, data), tmp_path / "run", max_steps=1)
+    with pytest.raises(ValueError, match="chat_template"):
+        train(cfg, scorer=server.scorer())
+    assert server.requests == 0

@@ -1,0 +1,62 @@
+"""Command line: ``python -m trainer train --config CONFIG.yaml`` (also ``grpo-train``), ``plot``, ``fields``."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trainer.config import ConfigError, field_docs, load_config, parse_overrides
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="GRPO trainer scored by the rlvr reward server.")
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config (see `fields`).", exists=True)],
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override one option, e.g. --set max_steps=10 (repeatable).")
+    ] = None,
+) -> None:
+    """Train a policy with GRPO against running reward server(s)."""
+    from trainer.train import train as run_training  # torch and transformers load only for this command
+
+    try:
+        cfg = load_config(config, parse_overrides(overrides or []))
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reward request drowns the log
+    result = run_training(cfg)
+    typer.echo(f"done: metrics in {result.output_dir / 'metrics.jsonl'}, final checkpoint {result.checkpoint}")
+
+
+@app.command()
+def plot(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory holding metrics.jsonl.", exists=True)],
+    out: Annotated[Path | None, typer.Option(help="PNG path (default RUN_DIR/curves.png).")] = None,
+    metric: Annotated[list[str] | None, typer.Option(help="Draw only these metrics (repeatable).")] = None,
+) -> None:
+    """Draw the run's curves to PNG."""
+    from trainer.plot import plot_run
+
+    typer.echo(str(plot_run(run_dir, metrics=metric, out=out)))
+
+
+@app.command()
+def fields() -> None:
+    """List every config option with its one-line description."""
+    for name, doc in field_docs().items():
+        typer.echo(f"{name:28s} {doc}")
+
+
+def main() -> None:
+    """Entry point of ``python -m trainer`` and the ``grpo-train`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Checkpoints: the policy in Hugging Face format plus everything a resume needs to continue the same run.
+
+Layout of ``output_dir/checkpoint-<step>/``:
+
+* ``config.json``, ``model.safetensors``, ``generation_config.json``, tokenizer files: ``from_pretrained`` loads
+  the policy directly for evaluation or serving;
+* ``trainer_state.pt``: optimizer and scheduler state, the step, and the Python, NumPy and torch (CPU and CUDA)
+  RNG states, so sampling after a resume draws what the uninterrupted run would have drawn;
+* ``grpo_config.yaml``: the config of the run that wrote it.
+
+A checkpoint is written to a temporary directory and renamed into place, so a crash mid-save never leaves a
+half checkpoint that ``latest`` would pick.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+STATE_FILE = "trainer_state.pt"
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def rng_state() -> dict[str, Any]:
+    """The state of every RNG the run draws from."""
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` captured."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    output_dir: str | Path,
+    step: int,
+    *,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    config: dict[str, Any],
+    save_total_limit: int | None = None,
+) -> Path:
+    """Write ``output_dir/checkpoint-<step>`` and prune old ones beyond ``save_total_limit``.
+
+    Returns:
+        The checkpoint directory.
+    """
+    output_dir = Path(output_dir)
+    final = output_dir / f"checkpoint-{step}"
+    tmp = output_dir / f".checkpoint-{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    torch.save(
+        {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
+        tmp / STATE_FILE,
+    )
+    (tmp / "grpo_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    if save_total_limit is not None:
+        for old in list_checkpoints(output_dir)[:-save_total_limit]:
+            shutil.rmtree(old)
+    return final
+
+
+def list_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints in ``output_dir``, oldest first."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p)
+        for p in output_dir.iterdir()
+        if (m := _CHECKPOINT_RE.match(p.name)) and (p / STATE_FILE).exists()
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def resolve_checkpoint(resume_from: str, output_dir: str | Path) -> Path:
+    """``latest`` to the newest checkpoint in ``output_dir``, otherwise the given directory.
+
+    Raises:
+        FileNotFoundError: no checkpoint there (the message says where it looked).
+    """
+    if resume_from == "latest":
+        found = list_checkpoints(output_dir)
+        if not found:
+            raise FileNotFoundError(f"resume_from_checkpoint=latest but {output_dir} holds no checkpoint-<step>")
+        return found[-1]
+    path = Path(resume_from)
+    if not (path / STATE_FILE).exists():
+        raise FileNotFoundError(f"{path} is not a checkpoint: {STATE_FILE} is missing")
+    return path
+
+
+def load_training_state(checkpoint: Path, optimizer: torch.optim.Optimizer, scheduler: Any) -> int:
+    """Restore optimizer, scheduler and RNG states from ``checkpoint``; returns the step it was saved at."""
+    # weights_only=False: the state holds NumPy's RNG tuple; the file is one this trainer wrote.
+    state = torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(state["rng"])
+    return int(state["step"])

@@ -1,0 +1,444 @@
+"""The trainer's one config: a frozen dataclass, loaded from YAML and validated before anything starts.
+
+Knob names follow TRL's ``GRPOConfig`` where they mean the same thing (``num_generations``, ``beta``,
+``epsilon``, ``loss_type`` ...), so a TRL recipe carries over. Each field has a one-line docstring under it
+(``python -m trainer fields`` prints them). Validation errors say which value is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import itertools
+import math
+import types
+import typing
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from trainer.grpo import LOSS_TYPES, SCALE_REWARDS, LossType, ScaleRewards
+
+LR_SCHEDULERS = ("constant", "linear", "cosine")
+
+#: Names other trainers use for our knobs, so a ported config gets a useful "did you mean".
+_ALIASES = {
+    "lr": "learning_rate",
+    "kl_coef": "beta",
+    "init_kl_coef": "beta",
+    "clip_ratio": "epsilon",
+    "cliprange": "epsilon",
+    "group_size": "num_generations",
+    "num_return_sequences": "num_generations",
+    "batch_size": "prompt_batch_size",
+    "per_device_train_batch_size": "prompt_batch_size",
+    "max_new_tokens": "max_completion_length",
+    "max_length": "max_completion_length",
+    "ppo_epochs": "num_iterations",
+    "model": "model_name_or_path",
+    "dataset": "train_data",
+}
+
+
+class ConfigError(ValueError):
+    """A config value is missing, unknown or out of range; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Everything a GRPO run needs. Load with :func:`load_config`; build directly in tests."""
+
+    # ------------------------------------------------------------------ model and data
+    model_name_or_path: str
+    """Policy to train: a Hugging Face model directory (or hub id) loadable with ``AutoModelForCausalLM``."""
+    train_data: str
+    """Training prompts: a ``.jsonl`` file, a ``datasets.save_to_disk`` directory, or a ``datasets`` hub name."""
+    tokenizer_name_or_path: str | None = None
+    """Tokenizer to use; ``None`` takes the one stored with ``model_name_or_path``."""
+    train_split: str = "train"
+    """Split to read when ``train_data`` is a ``datasets`` dataset with several splits."""
+    eval_data: str | None = None
+    """Held-out prompts for pass@1 (same formats as ``train_data``); ``None`` disables evaluation."""
+    eval_split: str = "test"
+    """Split to read when ``eval_data`` is a ``datasets`` dataset with several splits."""
+    prompt_column: str = "prompt"
+    """Column holding the prompt: a string, or a list of chat messages ``{"role", "content"}``."""
+    apply_chat_template: bool = True
+    """Render prompts with the tokenizer's chat template when it has one (a string becomes one user message)."""
+
+    # ------------------------------------------------------------------ reward server
+    reward_server_urls: tuple[str, ...] = ("http://127.0.0.1:8000",)
+    """Reward server base URLs; requests are balanced over them and fail over between them."""
+    reward_components: dict[str, Any] | None = None
+    """Request-level components, e.g. ``{accuracy: 1.0, format: 0.5}``; a row's ``components`` column overrides."""
+    reward_preset: str | None = None
+    """Request-level preset (``r1_zero``, ``r1``); ``None`` lets components (or the server default) decide."""
+    reward_timeout_s: float = 120.0
+    """Timeout of one ``POST /v1/rewards`` request, in seconds."""
+    reward_max_retries: int = 5
+    """Retries of a failed reward request (connection errors, 429, 503) before the run stops."""
+    reward_wait_ready_s: float = 120.0
+    """How long to wait at start for every reward server's ``/readyz``, in seconds."""
+
+    # ------------------------------------------------------------------ batch shape
+    max_steps: int = 100
+    """Training steps; each samples ``prompt_batch_size`` prompts and ``num_generations`` completions of each."""
+    prompt_batch_size: int = 8
+    """Prompts per training step (so ``prompt_batch_size * num_generations`` completions per step)."""
+    num_generations: int = 8
+    """Completions sampled per prompt: the group size G over which advantages are normalised."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step; the step's completions are split evenly between them."""
+    rollout_chunk_prompts: int | None = None
+    """Prompts per ``generate`` call; each finished chunk is scored while the next generates (None: a quarter)."""
+    overlap_scoring: bool = True
+    """Score each chunk while the next one generates; False waits for each chunk's rewards first (a baseline)."""
+
+    # ------------------------------------------------------------------ generation
+    max_prompt_length: int | None = 512
+    """Prompt tokens kept (the end is kept, the start cut); ``None`` keeps all."""
+    max_completion_length: int = 512
+    """Most tokens generated per completion; a completion that reaches it without EOS is truncated."""
+    temperature: float = 1.0
+    """Sampling temperature; log-probs for the loss use the same temperature so ratios match the sampler."""
+    top_p: float = 1.0
+    """Nucleus sampling: keep the smallest token set with this much probability (1.0 keeps all)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens when sampling (0 keeps all)."""
+
+    # ------------------------------------------------------------------ optimisation
+    learning_rate: float = 1e-6
+    """Peak AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.999
+    """AdamW beta2."""
+    adam_epsilon: float = 1e-8
+    """AdamW epsilon."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this before each optimizer step (0 disables clipping)."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear learning-rate warm-up from 0."""
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
+    """Learning-rate schedule after warm-up: ``constant``, ``linear`` decay to 0, or ``cosine`` decay to 0."""
+
+    # ------------------------------------------------------------------ GRPO
+    beta: float = 0.0
+    """KL coefficient against the frozen reference model; 0 loads no reference model."""
+    epsilon: float = 0.2
+    """Lower clip range of the importance ratio: ``ratio >= 1 - epsilon``."""
+    epsilon_high: float | None = None
+    """Upper clip range, ``ratio <= 1 + epsilon_high`` (DAPO's clip-higher suggests 0.28); None means epsilon."""
+    num_iterations: int = 1
+    """Optimizer passes over each batch of rollouts (mu in DeepSeekMath); above 1 the old-policy log-probs are kept."""
+    loss_type: LossType = "dapo"
+    """Token-loss aggregation: ``grpo`` (per-sequence mean), ``bnpo``, ``dr_grpo`` or ``dapo`` (batch token mean)."""
+    scale_rewards: ScaleRewards = "group"
+    """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
+    mask_truncated_completions: bool = False
+    """Leave completions that hit ``max_completion_length`` without EOS out of the loss (DAPO's overlong filter)."""
+    disable_dropout: bool = True
+    """Turn dropout off so the policy, old-policy and reference log-probs of one sequence agree."""
+    ref_model_name_or_path: str | None = None
+    """Reference model for the KL term; ``None`` uses ``model_name_or_path`` (the policy's start)."""
+
+    # ------------------------------------------------------------------ evaluation, logging, checkpoints
+    seed: int = 42
+    """Seed of Python, NumPy and torch; with it a run (and its resume) repeats exactly on one machine."""
+    output_dir: str = "runs/grpo"
+    """Directory for metrics (``metrics.jsonl``, TensorBoard), checkpoints and curves."""
+    eval_steps: int = 0
+    """Evaluate pass@1 every this many steps (0: only at start and end when ``eval_data`` is set)."""
+    eval_num_generations: int = 1
+    """Completions per held-out prompt; pass@1 is the mean share of correct ones."""
+    eval_temperature: float = 0.0
+    """Sampling temperature for evaluation; 0 decodes greedily."""
+    eval_max_prompts: int | None = None
+    """Evaluate on at most this many held-out prompts (the first ones); ``None`` uses all."""
+    eval_chunk_prompts: int = 64
+    """Held-out prompts per ``generate`` call."""
+    save_steps: int = 0
+    """Save a checkpoint every this many steps (0: only at the end)."""
+    save_total_limit: int | None = None
+    """Keep only the newest this many checkpoints; ``None`` keeps all."""
+    resume_from_checkpoint: str | None = None
+    """A checkpoint directory to continue from, or ``latest`` for the newest one in ``output_dir``."""
+    report_to_tensorboard: bool = True
+    """Also write metrics as TensorBoard events under ``output_dir/tensorboard``."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar with the latest reward."""
+
+    # ------------------------------------------------------------------ hardware
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train: ``auto`` picks CUDA when present."""
+    bf16: bool | None = None
+    """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save GPU memory (CUDA only)."""
+    torch_num_threads: int | None = None
+    """CPU threads for torch (``None`` keeps torch's default)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _validate(self)
+
+    @property
+    def completions_per_step(self) -> int:
+        """``prompt_batch_size * num_generations``."""
+        return self.prompt_batch_size * self.num_generations
+
+    @property
+    def chunk_prompts(self) -> int:
+        """Prompts per ``generate`` call, with the default resolved."""
+        if self.rollout_chunk_prompts is not None:
+            return self.rollout_chunk_prompts
+        return max(1, math.ceil(self.prompt_batch_size / 4))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (tuples as lists), ready for YAML or JSON."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+def _fix(name: str, value: Any, rule: str, hint: str) -> ConfigError:
+    return ConfigError(f"{name}={value!r}: {rule}. {hint}")
+
+
+def _validate(c: GRPOConfig) -> None:
+    """Cross-field and range checks; each error names the field, the rule and a value that works."""
+    positive_ints = (
+        "max_steps",
+        "prompt_batch_size",
+        "gradient_accumulation_steps",
+        "max_completion_length",
+        "num_iterations",
+        "eval_num_generations",
+        "eval_chunk_prompts",
+    )
+    for name in positive_ints:
+        if getattr(c, name) < 1:
+            raise _fix(name, getattr(c, name), "must be >= 1", f"Set {name}: 1 or more.")
+    if c.num_generations < 2:
+        raise _fix(
+            "num_generations",
+            c.num_generations,
+            "must be >= 2, since GRPO's advantage compares completions of the same prompt",
+            "Use 4 to 16 (TRL's default is 8).",
+        )
+    if c.completions_per_step % c.gradient_accumulation_steps:
+        n = c.completions_per_step
+        divisors = [d for d in range(1, n + 1) if n % d == 0]
+        raise _fix(
+            "gradient_accumulation_steps",
+            c.gradient_accumulation_steps,
+            f"must divide prompt_batch_size * num_generations = {n} so micro-batches are equal",
+            f"Choose one of {divisors}.",
+        )
+    if c.rollout_chunk_prompts is not None and not 1 <= c.rollout_chunk_prompts <= c.prompt_batch_size:
+        raise _fix(
+            "rollout_chunk_prompts",
+            c.rollout_chunk_prompts,
+            f"must be between 1 and prompt_batch_size ({c.prompt_batch_size})",
+            "Use null for the default, or a smaller number for more overlap of generation and scoring.",
+        )
+    if c.max_prompt_length is not None and c.max_prompt_length < 1:
+        raise _fix("max_prompt_length", c.max_prompt_length, "must be >= 1 or null", "Use null to keep whole prompts.")
+    if c.temperature <= 0:
+        raise _fix(
+            "temperature", c.temperature, "must be > 0 for training (GRPO needs sampled, diverse groups)", "Use 1.0."
+        )
+    if c.eval_temperature < 0:
+        raise _fix("eval_temperature", c.eval_temperature, "must be >= 0", "Use 0 for greedy decoding.")
+    if not 0 < c.top_p <= 1:
+        raise _fix("top_p", c.top_p, "must be in (0, 1]", "Use 1.0 to keep every token.")
+    if c.top_k < 0:
+        raise _fix("top_k", c.top_k, "must be >= 0", "Use 0 to keep every token.")
+    if not 0 < c.learning_rate < 1:
+        raise _fix("learning_rate", c.learning_rate, "must be in (0, 1)", "Typical GRPO values are 1e-6 to 1e-5.")
+    for name in ("weight_decay", "max_grad_norm", "beta", "reward_wait_ready_s"):
+        if getattr(c, name) < 0:
+            raise _fix(name, getattr(c, name), "must be >= 0", f"Set {name}: 0 to turn it off.")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0 <= getattr(c, name) < 1:
+            raise _fix(name, getattr(c, name), "must be in [0, 1)", "The usual values are 0.9 and 0.999.")
+    if c.adam_epsilon <= 0 or c.reward_timeout_s <= 0:
+        bad = "adam_epsilon" if c.adam_epsilon <= 0 else "reward_timeout_s"
+        raise _fix(bad, getattr(c, bad), "must be > 0", "Keep the default.")
+    if c.warmup_steps < 0 or c.reward_max_retries < 0 or c.eval_steps < 0 or c.save_steps < 0:
+        bad = next(n for n in ("warmup_steps", "reward_max_retries", "eval_steps", "save_steps") if getattr(c, n) < 0)
+        raise _fix(bad, getattr(c, bad), "must be >= 0", "Use 0 to turn it off.")
+    if not 0 <= c.epsilon < 1:
+        raise _fix("epsilon", c.epsilon, "must be in [0, 1)", "DeepSeekMath and TRL use 0.2.")
+    if c.epsilon_high is not None and c.epsilon_high < 0:
+        raise _fix("epsilon_high", c.epsilon_high, "must be >= 0 or null", "DAPO uses 0.28; null means epsilon.")
+    if c.loss_type not in LOSS_TYPES:
+        raise _fix("loss_type", c.loss_type, f"must be one of {LOSS_TYPES}", "TRL's default is 'dapo'.")
+    if c.scale_rewards not in SCALE_REWARDS:
+        raise _fix("scale_rewards", c.scale_rewards, f"must be one of {SCALE_REWARDS}", "Dr. GRPO recommends 'none'.")
+    if c.lr_scheduler_type not in LR_SCHEDULERS:
+        raise _fix("lr_scheduler_type", c.lr_scheduler_type, f"must be one of {LR_SCHEDULERS}", "Use 'constant'.")
+    if c.device not in ("auto", "cpu", "cuda"):
+        raise _fix("device", c.device, "must be auto, cpu or cuda", "Use auto.")
+    if not c.reward_server_urls:
+        raise _fix(
+            "reward_server_urls",
+            c.reward_server_urls,
+            "needs at least one URL",
+            "Start a server: python -m reward_server.",
+        )
+    for url in c.reward_server_urls:
+        if not url.startswith(("http://", "https://")):
+            raise _fix("reward_server_urls", url, "must be an http(s) URL", "Write it as http://127.0.0.1:8000.")
+    if c.save_total_limit is not None and c.save_total_limit < 1:
+        raise _fix("save_total_limit", c.save_total_limit, "must be >= 1 or null", "Use null to keep every checkpoint.")
+    if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
+        raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
+    if c.torch_num_threads is not None and c.torch_num_threads < 1:
+        raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
+
+
+# ---------------------------------------------------------------------------------------------------- type checks
+
+
+@cache
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(GRPOConfig)
+
+
+def _describe(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return value in typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        return any(_matches(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_matches(v, typing.get_args(tp)[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    return isinstance(value, tp)
+
+
+def _check_types(c: GRPOConfig) -> None:
+    for f in dataclasses.fields(c):
+        value = getattr(c, f.name)
+        tp = _hints()[f.name]
+        if typing.get_origin(tp) is Literal:
+            continue  # _validate names the allowed values with a hint
+        if not _matches(value, tp):
+            raise ConfigError(f"{f.name}={value!r} has type {type(value).__name__}; expected {_describe(tp)}.")
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """YAML-level conveniences: ``1e-5`` (PyYAML reads it as a string) to float, lists to tuples."""
+    tp = _hints()[name]
+    accepts_float = tp is float or (typing.get_origin(tp) in (types.UnionType,) and float in typing.get_args(tp))
+    if accepts_float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if accepts_float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, list) and typing.get_origin(tp) is tuple:
+        return tuple(value)
+    if name == "reward_server_urls" and isinstance(value, str):
+        return (value,)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+
+
+def config_from_dict(values: dict[str, Any], *, source: str = "config") -> GRPOConfig:
+    """Build and validate a :class:`GRPOConfig` from plain values.
+
+    Raises:
+        ConfigError: an unknown key (with the closest known name), a missing required key, a wrong type or an
+            invalid value.
+    """
+    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    for key in values:
+        if key not in known:
+            close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
+            raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
+    required = [f.name for f in dataclasses.fields(GRPOConfig) if f.default is dataclasses.MISSING]
+    missing = [k for k in required if k not in values]
+    if missing:
+        raise ConfigError(f"{source} lacks required option(s) {missing}: {', '.join(field_docs()[k] for k in missing)}")
+    return GRPOConfig(**{k: _coerce(k, v) for k, v in values.items()})
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GRPOConfig:
+    """Read a YAML config, apply ``overrides`` (e.g. from ``--set key=value``), validate.
+
+    Relative paths in the file stay relative to the current directory, as on the command line.
+
+    Raises:
+        ConfigError: the file is not a YAML mapping, or what :func:`config_from_dict` raises.
+        FileNotFoundError: no such file.
+    """
+    path = Path(path)
+    values = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path} must hold a YAML mapping of option: value, got {type(values).__name__}")
+    values.update(overrides or {})
+    return config_from_dict(values, source=str(path))
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["max_steps=10", "beta=0.04"]`` to ``{"max_steps": 10, "beta": 0.04}`` (values parsed as YAML).
+
+    Raises:
+        ConfigError: a pair without ``=``.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        out[key.strip()] = yaml.safe_load(raw)
+    return out
+
+
+@cache
+def field_docs() -> dict[str, str]:
+    """Each field's one-line docstring, read from this module's source (the string under the field)."""
+    tree = ast.parse(inspect.getsource(GRPOConfig))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = nxt.value.value.strip()
+    return docs
+
+
+__all__ = ["ConfigError", "GRPOConfig", "config_from_dict", "field_docs", "load_config", "parse_overrides"]

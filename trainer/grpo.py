@@ -1,0 +1,362 @@
+"""GRPO's math as pure tensor functions: group advantages, the clipped surrogate, k3 KL and loss aggregation.
+
+Nothing here knows about models, HTTP or the training loop; every function takes and returns tensors, so each
+one is tested against hand-computed values and a slow reference loop (``tests/trainer/test_grpo.py``).
+
+Shapes: ``N`` completions in a batch (``prompt_batch_size * num_generations``), ``B`` completions in a
+micro-batch, ``T`` completion tokens (right-padded), ``V`` vocabulary size.
+
+Sources:
+    * DeepSeekMath (Shao et al. 2024, arXiv 2402.03300), section 4.1: the GRPO objective (eq. 3), the group
+      advantage ``(r - mean(r)) / std(r)`` and the k3 KL estimator (eq. 4).
+    * DAPO (Yu et al. 2025, arXiv 2503.14476): decoupled clipping ``epsilon``/``epsilon_high`` ("clip-higher")
+      and the token-level loss normalised over all tokens of the batch (eq. 8).
+    * Dr. GRPO (Liu et al. 2025, arXiv 2503.20783): no division by the group std and a constant length
+      normaliser, which remove GRPO's difficulty and length biases.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
+ScaleRewards = Literal["group", "batch", "none"]
+
+LOSS_TYPES: tuple[str, ...] = ("grpo", "bnpo", "dr_grpo", "dapo")
+SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
+
+#: Added to the std before dividing, so a group whose rewards are all equal gives advantage 0, not NaN.
+#: TRL uses the same value, which keeps advantages comparable across the two trainers.
+ADVANTAGE_EPS = 1e-4
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Per-completion statistics of each completion's group, null rewards left out.
+
+    Attributes:
+        mean: ``(N,)`` mean reward of the completion's group over its scoreable members (0 where none are).
+        std: ``(N,)`` unbiased std of the same rewards (0 where fewer than two are scoreable).
+        group_index: ``(N,)`` the group of each completion as ``0..K-1`` (order of first appearance is not kept).
+        num_groups: ``K``.
+    """
+
+    mean: torch.Tensor
+    std: torch.Tensor
+    group_index: torch.Tensor
+    num_groups: int
+
+
+def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
+    """Mean and unbiased std of the rewards of each completion's group, ignoring null (NaN) rewards.
+
+    Groups come from ``group_ids``, never from prompt text: two prompts that read the same are still two
+    groups, and a group's members may sit anywhere in the batch.
+
+    Args:
+        rewards: ``(N,)`` float rewards; NaN marks a completion the reward server could not score.
+        group_ids: ``(N,)`` integer group id of each completion.
+
+    Raises:
+        ValueError: the two tensors are not 1-D of the same length.
+    """
+    if rewards.ndim != 1 or group_ids.shape != rewards.shape:
+        raise ValueError(
+            f"rewards and group_ids must be 1-D of equal length, got {tuple(rewards.shape)}, {tuple(group_ids.shape)}"
+        )
+    rewards = rewards.to(torch.float64)  # sums of squares in float64 so the hand-computed values match exactly
+    valid = ~torch.isnan(rewards)  # (N,)
+    r = torch.where(valid, rewards, torch.zeros_like(rewards))  # (N,)
+    _, index = torch.unique(group_ids, return_inverse=True)  # (N,) in 0..K-1
+    k = int(index.max().item()) + 1 if index.numel() else 0
+    count = torch.zeros(k, dtype=torch.float64).index_add_(0, index, valid.to(torch.float64))  # (K,)
+    total = torch.zeros(k, dtype=torch.float64).index_add_(0, index, r)  # (K,)
+    mean = total / count.clamp(min=1)  # (K,)
+    sq_dev = torch.where(valid, (r - mean[index]) ** 2, torch.zeros_like(r))  # (N,)
+    ss = torch.zeros(k, dtype=torch.float64).index_add_(0, index, sq_dev)  # (K,)
+    std = torch.where(count > 1, (ss / (count - 1).clamp(min=1)).sqrt(), torch.zeros_like(ss))  # (K,)
+    return GroupStats(mean=mean[index], std=std[index], group_index=index, num_groups=k)
+
+
+def group_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    scale_rewards: ScaleRewards = "group",
+    eps: float = ADVANTAGE_EPS,
+) -> torch.Tensor:
+    """GRPO's group-relative advantage of each completion (DeepSeekMath, section 4.1.2, outcome supervision).
+
+    ``A_i = (r_i - mean(r_group)) / (std(r_group) + eps)`` with the unbiased std, so a group of four with rewards
+    ``[1, 0, 0, 1]`` gives ``[+0.866, -0.866, -0.866, +0.866]``.
+
+    * ``scale_rewards="group"``: divide by the std of the completion's group (DeepSeekMath).
+    * ``scale_rewards="batch"``: subtract the group mean, divide by the std of all scoreable rewards of the batch.
+    * ``scale_rewards="none"``: subtract the group mean only (Dr. GRPO, arXiv 2503.20783, section 3.1: dividing
+      by the group std up-weights questions that are too easy or too hard).
+
+    A null reward (NaN) is left out of its group's mean and std, and its completion gets advantage 0: it is not
+    trained on, as opposed to being treated as a wrong answer.
+
+    Args:
+        rewards: ``(N,)`` rewards, NaN where not scoreable.
+        group_ids: ``(N,)`` integer group id of each completion.
+        scale_rewards: one of ``group``, ``batch``, ``none``.
+        eps: added to the std so a group with equal rewards gives 0, never NaN.
+
+    Returns:
+        ``(N,)`` float32 advantages.
+
+    Raises:
+        ValueError: unknown ``scale_rewards`` or mismatched shapes.
+    """
+    if scale_rewards not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {scale_rewards!r}")
+    stats = group_stats(rewards, group_ids)
+    valid = ~torch.isnan(rewards)  # (N,)
+    centred = torch.where(valid, rewards.to(torch.float64) - stats.mean, torch.zeros_like(stats.mean))  # (N,)
+    if scale_rewards == "group":
+        centred = centred / (stats.std + eps)
+    elif scale_rewards == "batch":
+        scoreable = rewards[valid].to(torch.float64)
+        batch_std = scoreable.std() if scoreable.numel() > 1 else torch.zeros((), dtype=torch.float64)
+        centred = centred / (batch_std + eps)
+    return centred.to(torch.float32)
+
+
+def frac_zero_std_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> float:
+    """Share of groups whose scoreable rewards are all equal (or that have fewer than two): they teach nothing.
+
+    Args:
+        rewards: ``(N,)`` rewards, NaN where not scoreable.
+        group_ids: ``(N,)`` integer group ids.
+    """
+    stats = group_stats(rewards, group_ids)
+    if stats.num_groups == 0:
+        return 0.0
+    per_group = torch.zeros(stats.num_groups, dtype=torch.float64).index_copy_(0, stats.group_index, stats.std)
+    return float((per_group < 1e-8).to(torch.float64).mean().item())
+
+
+def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Log-probability of each chosen token, ``log softmax(logits)[token]``, without a ``(B, T, V)`` copy.
+
+    Args:
+        logits: ``(B, T, V)``; the caller has already divided by the sampling temperature.
+        tokens: ``(B, T)`` token ids.
+
+    Returns:
+        ``(B, T)`` float32 log-probs.
+    """
+    if logits.dtype in (torch.float32, torch.float64):
+        chosen = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        return (chosen - torch.logsumexp(logits, dim=-1)).float()  # (B, T)
+    # bf16 logsumexp loses too many digits; go row by row in float32 to bound the extra memory.
+    rows = [
+        F.log_softmax(row.float(), dim=-1).gather(-1, tok.unsqueeze(-1)).squeeze(-1)  # (T,)
+        for row, tok in zip(logits, tokens, strict=True)
+    ]
+    return torch.stack(rows)  # (B, T)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of each next-token distribution, ``-sum_v p_v log p_v``.
+
+    Args:
+        logits: ``(B, T, V)``.
+
+    Returns:
+        ``(B, T)`` float32 entropies in nats.
+    """
+    logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    return -(logp.exp() * logp).sum(-1)  # (B, T)
+
+
+def clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    epsilon: float,
+    epsilon_high: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token PPO clipped surrogate loss (DeepSeekMath eq. 3; clip-higher from DAPO, section 3.1).
+
+    ``loss_t = -min(rho_t * A, clip(rho_t, 1 - epsilon, 1 + epsilon_high) * A)`` with
+    ``rho_t = exp(logp_t - old_logp_t)``. With ``num_iterations == 1`` the caller passes ``old_logp =
+    logp.detach()``, so ``rho == 1`` and the gradient is the plain policy gradient.
+
+    Args:
+        logp: ``(B, T)`` log-probs of the completion tokens under the policy being trained (with grad).
+        old_logp: ``(B, T)`` log-probs under the policy that sampled them (no grad).
+        advantages: ``(B,)`` one advantage per completion, the same for all its tokens.
+        epsilon: lower clip range, ``rho >= 1 - epsilon``.
+        epsilon_high: upper clip range, ``rho <= 1 + epsilon_high``; ``None`` means ``epsilon``.
+
+    Returns:
+        ``(per_token_loss, is_clipped)``, both ``(B, T)``; ``is_clipped`` marks tokens whose gradient the clip
+        removed (ratio outside the range on the side that the advantage's sign makes binding).
+    """
+    epsilon_high = epsilon if epsilon_high is None else epsilon_high
+    ratio = torch.exp(logp - old_logp)  # (B, T)
+    adv = advantages.unsqueeze(-1)  # (B, 1)
+    unclipped = ratio * adv  # (B, T)
+    clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + epsilon_high) * adv  # (B, T)
+    per_token_loss = -torch.min(unclipped, clipped)  # (B, T)
+    is_clipped = ((ratio < 1.0 - epsilon) & (adv < 0)) | ((ratio > 1.0 + epsilon_high) & (adv > 0))  # (B, T)
+    return per_token_loss, is_clipped
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of KL(policy || reference) (DeepSeekMath eq. 4; Schulman 2020, "Approximating KL").
+
+    ``kl_t = exp(ref_logp_t - logp_t) - (ref_logp_t - logp_t) - 1``: unbiased, always >= 0, and exactly 0 where
+    the two log-probs agree.
+
+    Args:
+        logp: ``(B, T)`` policy log-probs of the sampled tokens.
+        ref_logp: ``(B, T)`` frozen reference model's log-probs of the same tokens.
+
+    Returns:
+        ``(B, T)``.
+    """
+    delta = ref_logp - logp  # (B, T)
+    return torch.exp(delta) - delta - 1.0  # (B, T)
+
+
+def aggregate_loss(
+    per_token_loss: torch.Tensor,
+    mask: torch.Tensor,
+    loss_type: LossType,
+    *,
+    max_completion_length: int,
+    num_items_in_batch: int | float | torch.Tensor | None = None,
+    gradient_accumulation_steps: int = 1,
+) -> torch.Tensor:
+    """Reduce per-token losses of one micro-batch to the scalar that is back-propagated.
+
+    Summing the returned values over the ``gradient_accumulation_steps`` micro-batches of a batch gives the
+    batch loss (exactly for ``grpo``, ``dr_grpo`` and ``dapo`` when micro-batches hold equally many
+    completions; ``bnpo`` normalises per micro-batch by design).
+
+    * ``grpo``: mean over completions of each completion's token mean (DeepSeekMath eq. 3). Long completions
+      weigh less per token, which Dr. GRPO (arXiv 2503.20783, section 3.1) shows biases length.
+    * ``bnpo``: sum over the micro-batch's tokens divided by their number.
+    * ``dr_grpo``: sum divided by ``B * max_completion_length``, a constant (Dr. GRPO, section 3.2).
+    * ``dapo``: sum divided by the number of completion tokens in the whole accumulated batch,
+      ``num_items_in_batch`` (DAPO eq. 8, token-level policy gradient loss).
+
+    Args:
+        per_token_loss: ``(B, T)``.
+        mask: ``(B, T)`` 1 for completion tokens that count, 0 for padding (and for masked truncated completions).
+        loss_type: ``grpo``, ``bnpo``, ``dr_grpo`` or ``dapo``.
+        max_completion_length: in tokens; the ``dr_grpo`` constant.
+        num_items_in_batch: completion tokens in the accumulated batch; required for ``dapo``.
+        gradient_accumulation_steps: micro-batches per optimizer step; ``grpo``, ``bnpo`` and ``dr_grpo``
+            divide by it so the accumulated gradient is the batch mean.
+
+    Raises:
+        ValueError: unknown ``loss_type``, or ``dapo`` without ``num_items_in_batch``.
+    """
+    mask = mask.to(per_token_loss.dtype)  # (B, T)
+    masked = per_token_loss * mask  # (B, T)
+    if loss_type == "grpo":
+        loss = (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    elif loss_type == "bnpo":
+        loss = masked.sum() / mask.sum().clamp(min=1.0)
+    elif loss_type == "dr_grpo":
+        loss = masked.sum() / (per_token_loss.size(0) * max_completion_length)
+    elif loss_type == "dapo":
+        if num_items_in_batch is None:
+            raise ValueError("loss_type 'dapo' needs num_items_in_batch, the completion tokens of the whole batch")
+        normaliser = torch.as_tensor(num_items_in_batch, dtype=per_token_loss.dtype).clamp(min=1.0)
+        return masked.sum() / normaliser
+    else:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    return loss / gradient_accumulation_steps
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` where ``mask`` is 1 (0 when the mask is empty). Both ``(B, T)``; returns a scalar."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@dataclass(frozen=True)
+class LossOutput:
+    """What :func:`grpo_loss` returns: the scalar to back-propagate and detached per-micro-batch statistics.
+
+    Attributes:
+        loss: scalar with grad, already divided for gradient accumulation as :func:`aggregate_loss` says.
+        policy_loss: the surrogate part of ``loss`` alone (detached).
+        kl: token mean of the k3 KL (detached); 0 when ``beta == 0``.
+        clip_ratio: share of completion tokens whose gradient the clip removed (detached).
+    """
+
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    kl: torch.Tensor
+    clip_ratio: torch.Tensor
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    loss_type: LossType,
+    epsilon: float,
+    epsilon_high: float | None,
+    beta: float,
+    ref_logp: torch.Tensor | None,
+    max_completion_length: int,
+    num_items_in_batch: int | float | torch.Tensor | None = None,
+    gradient_accumulation_steps: int = 1,
+) -> LossOutput:
+    """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
+
+    The KL term is added per token, inside the aggregation, as in eq. 3. With ``beta == 0`` no reference
+    log-probs are needed and ``ref_logp`` may be ``None``.
+
+    Args:
+        logp: ``(B, T)`` policy log-probs (with grad).
+        old_logp: ``(B, T)`` sampling policy's log-probs (no grad).
+        advantages: ``(B,)``.
+        mask: ``(B, T)`` completion tokens that count.
+        loss_type, max_completion_length, num_items_in_batch, gradient_accumulation_steps: see
+            :func:`aggregate_loss`.
+        epsilon, epsilon_high: see :func:`clipped_surrogate`.
+        beta: KL coefficient.
+        ref_logp: ``(B, T)`` reference log-probs, required when ``beta > 0``.
+
+    Raises:
+        ValueError: ``beta > 0`` without ``ref_logp``, or what :func:`aggregate_loss` raises.
+    """
+    per_token, is_clipped = clipped_surrogate(logp, old_logp, advantages, epsilon, epsilon_high)  # (B, T)
+    agg = functools.partial(
+        aggregate_loss,
+        loss_type=loss_type,
+        max_completion_length=max_completion_length,
+        num_items_in_batch=num_items_in_batch,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+    )
+    policy_part = agg(per_token, mask)
+    if beta != 0.0:
+        if ref_logp is None:
+            raise ValueError("beta > 0 needs ref_logp, the reference model's log-probs")
+        kl = kl_k3(logp, ref_logp)  # (B, T)
+        loss = agg(per_token + beta * kl, mask)
+        kl_mean = masked_mean(kl.detach(), mask)
+    else:
+        loss = policy_part
+        kl_mean = torch.zeros(())
+    return LossOutput(
+        loss=loss,
+        policy_loss=policy_part.detach(),
+        kl=kl_mean,
+        clip_ratio=masked_mean(is_clipped.to(per_token.dtype), mask),
+    )

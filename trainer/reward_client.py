@@ -1,0 +1,107 @@
+"""Scoring in the background: groups go to the reward server while the next ones generate.
+
+Generation is synchronous torch code, so the asynchronous :class:`~reward_server.client.AsyncRewardClient`
+runs on an event loop in a daemon thread. :meth:`RewardScorer.submit` hands it a finished chunk of groups and
+returns at once with a future; the loop calls :meth:`RewardScorer.wait` only when it needs the rewards, and the
+time spent blocked there is what ``timing/reward_wait`` reports.
+
+The trainer reaches the server only through this module and ``reward_server.client`` (HTTP), never through the
+server's internals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import httpx
+
+from reward_server.client import AsyncRewardClient, RetryPolicy, RewardClient, RewardItem, RewardResult
+
+
+class RewardScorer:
+    """Scores batches of :class:`RewardItem` on a background event loop.
+
+    Args:
+        base_urls: reward server URL(s); requests are balanced over them.
+        components: request-level components sent with every batch.
+        preset: request-level preset.
+        timeout_s: per-request timeout in seconds.
+        max_retries: retries per request (connection errors, 429/503) before the future fails.
+        client: an ``httpx.AsyncClient`` to use instead of a new one (tests pass a ``MockTransport``).
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_urls: str | Sequence[str],
+        *,
+        components: Mapping[str, Any] | None = None,
+        preset: str | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.components = components
+        self.preset = preset
+        self._urls = base_urls
+        self._timeout_s = timeout_s
+        self._client = AsyncRewardClient(
+            base_urls, client=client, timeout_s=timeout_s, retry=RetryPolicy(max_retries=max_retries)
+        )
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="rlvr-reward-scorer", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def __enter__(self) -> RewardScorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until every server answers ``/readyz`` with 200.
+
+        Raises:
+            TimeoutError: a server was not ready in time (the message names it).
+        """
+        with RewardClient(self._urls, timeout_s=self._timeout_s) as probe:
+            probe.wait_ready(timeout_s=timeout_s)
+
+    def submit(self, items: Sequence[RewardItem]) -> Future[list[RewardResult]]:
+        """Start scoring ``items``; returns at once. The future's result has one result per item, in order."""
+        if self._closed:
+            raise RuntimeError("RewardScorer is closed")
+        coro = self._client.score(list(items), components=self.components, preset=self.preset)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def wait(self, futures: Sequence[Future[list[RewardResult]]]) -> tuple[list[RewardResult], float]:
+        """Block until all ``futures`` are done: ``(results in submission order, seconds spent blocked)``.
+
+        Raises:
+            reward_server.client.RewardServerError: a batch failed for good (the server refused it or stayed
+                unreachable through the retries). The run stops rather than train on made-up rewards.
+        """
+        start = time.perf_counter()
+        results = [r for f in futures for r in f.result()]
+        return results, time.perf_counter() - start
+
+    def score(self, items: Sequence[RewardItem]) -> list[RewardResult]:
+        """Score and wait (no overlap): used for evaluation and for the no-overlap baseline of the benchmark."""
+        return self.wait([self.submit(items)])[0]
+
+    def close(self) -> None:
+        """Close the HTTP client and stop the loop thread."""
+        if self._closed:
+            return
+        self._closed = True
+        asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()

@@ -1,0 +1,327 @@
+"""Rollouts: G sampled completions per prompt behind a small backend interface, and their log-probs.
+
+:class:`GenerationBackend` is what the loop calls; :class:`TransformersBackend` implements it with
+``model.generate`` (sampling, left padding, KV cache, stop at EOS). A vLLM backend for GPUs would implement the
+same ``generate`` and return the same :class:`RolloutBatch`.
+
+:func:`completion_log_probs` recomputes the log-probs of a batch with the policy (or the reference model) using
+the same positions that generation used, so the importance ratio of an unchanged policy is exactly 1.
+
+Shapes: ``N`` completions, ``P`` prompt tokens (left-padded), ``C`` completion tokens (right-padded), ``V``
+vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.grpo import entropy_from_logits, token_log_probs
+
+Prompt = str | Sequence[Mapping[str, str]]
+"""A prompt: plain text, or chat messages ``[{"role": ..., "content": ...}]``."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample completions.
+
+    Attributes:
+        max_new_tokens: most tokens per completion.
+        temperature: 0 decodes greedily; otherwise the softmax temperature.
+        top_p: nucleus threshold (1.0 keeps all tokens).
+        top_k: keep the k most likely tokens (0 keeps all).
+    """
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """Prompts and their sampled completions, ready for scoring and the loss.
+
+    Attributes:
+        prompt_ids: ``(N, P)`` left-padded prompt tokens (each prompt repeated once per completion).
+        prompt_mask: ``(N, P)`` 1 on real prompt tokens.
+        completion_ids: ``(N, C)`` right-padded completion tokens.
+        completion_mask: ``(N, C)`` 1 on completion tokens up to and including the first EOS.
+        is_truncated: ``(N,)`` True where the completion reached the length limit without EOS.
+        prompt_index: ``(N,)`` index of each completion's prompt in the list given to ``generate``; the loop
+            turns it into a group id.
+        completion_texts: decoded completions (special tokens skipped), one per row.
+    """
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    is_truncated: torch.Tensor
+    prompt_index: torch.Tensor
+    completion_texts: list[str]
+
+    def __len__(self) -> int:
+        return self.completion_ids.shape[0]
+
+    @property
+    def completion_lengths(self) -> torch.Tensor:
+        """``(N,)`` completion tokens counted by the mask (EOS included)."""
+        return self.completion_mask.sum(-1)
+
+    def select(self, rows: torch.Tensor | slice) -> RolloutBatch:
+        """The given rows, with padding columns that every selected row has dropped (a micro-batch)."""
+        prompt_mask = self.prompt_mask[rows]  # (b, P)
+        completion_mask = self.completion_mask[rows]  # (b, C)
+        p_start = _first_nonzero_column(prompt_mask)
+        c_end = max(1, int(completion_mask.sum(-1).max().item())) if len(completion_mask) else 1
+        index = range(len(self))[rows] if isinstance(rows, slice) else rows.tolist()
+        return RolloutBatch(
+            prompt_ids=self.prompt_ids[rows][:, p_start:],
+            prompt_mask=prompt_mask[:, p_start:],
+            completion_ids=self.completion_ids[rows][:, :c_end],
+            completion_mask=completion_mask[:, :c_end],
+            is_truncated=self.is_truncated[rows],
+            prompt_index=self.prompt_index[rows],
+            completion_texts=[self.completion_texts[i] for i in index],
+        )
+
+    @staticmethod
+    def concat(batches: Sequence[RolloutBatch], pad_token_id: int) -> RolloutBatch:
+        """Join batches from several ``generate`` calls; ``prompt_index`` is offset so it stays unique."""
+        if not batches:
+            raise ValueError("concat needs at least one batch")
+        p = max(b.prompt_ids.shape[1] for b in batches)
+        c = max(b.completion_ids.shape[1] for b in batches)
+        offsets, total = [], 0
+        for b in batches:
+            offsets.append(total)
+            total += int(b.prompt_index.max().item()) + 1 if len(b) else 0
+        return RolloutBatch(
+            prompt_ids=torch.cat([_pad_left(b.prompt_ids, p, pad_token_id) for b in batches]),
+            prompt_mask=torch.cat([_pad_left(b.prompt_mask, p, 0) for b in batches]),
+            completion_ids=torch.cat([_pad_right(b.completion_ids, c, pad_token_id) for b in batches]),
+            completion_mask=torch.cat([_pad_right(b.completion_mask, c, 0) for b in batches]),
+            is_truncated=torch.cat([b.is_truncated for b in batches]),
+            prompt_index=torch.cat([b.prompt_index + off for b, off in zip(batches, offsets, strict=True)]),
+            completion_texts=[t for b in batches for t in b.completion_texts],
+        )
+
+
+def _first_nonzero_column(mask: torch.Tensor) -> int:
+    """First column where any row is 1, i.e. how many left-padding columns all rows share."""
+    any_real = mask.any(0)  # (P,)
+    return int(any_real.to(torch.int64).argmax().item()) if any_real.any() else mask.shape[1]
+
+
+def _pad_left(x: torch.Tensor, width: int, value: int) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
+
+
+def _pad_right(x: torch.Tensor, width: int, value: int) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+
+class GenerationBackend(Protocol):
+    """Samples completions. Implementations: :class:`TransformersBackend` (a vLLM one can follow)."""
+
+    def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
+        """Sample ``num_generations`` completions of each prompt; rows ``i*G .. i*G+G-1`` answer prompt ``i``."""
+        ...
+
+
+class TransformersBackend:
+    """Generation with ``transformers``' ``model.generate``: left padding, KV cache, stops at EOS.
+
+    Args:
+        model: the policy; generation runs in eval mode under ``torch.no_grad`` and restores the mode after.
+        tokenizer: its ``pad_token`` (or EOS when it has none) pads.
+        max_prompt_length: prompt tokens kept, from the end; ``None`` keeps all.
+        apply_chat_template: render prompts with the tokenizer's chat template when it has one; a plain
+            string becomes a single user message. Without a template, a string is used as is and chat messages
+            are refused.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_prompt_length: int | None = None,
+        apply_chat_template: bool = True,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_prompt_length = max_prompt_length
+        self.use_chat_template = apply_chat_template and getattr(tokenizer, "chat_template", None) is not None
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        if pad is None:
+            raise ValueError("the tokenizer has neither a pad nor an EOS token; set tokenizer.pad_token")
+        self.pad_token_id: int = int(pad)
+        self.eos_token_ids = _eos_ids(model, tokenizer)
+
+    def render(self, prompt: Prompt) -> str:
+        """The prompt text the model sees (chat template applied where there is one).
+
+        Raises:
+            ValueError: chat messages for a tokenizer without a chat template.
+        """
+        if self.use_chat_template:
+            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return str(text)
+        if isinstance(prompt, str):
+            return prompt
+        raise ValueError(
+            "prompt is a list of chat messages but the tokenizer has no chat_template (or apply_chat_template is "
+            "off); give plain-text prompts or a tokenizer with a chat template"
+        )
+
+    def encode(self, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokenise and left-pad prompts: ``(ids, mask)``, both ``(len(prompts), P)``."""
+        rows = []
+        for prompt in prompts:
+            # A chat template already writes BOS and the like; adding special tokens again would double them.
+            ids = self.tokenizer(self.render(prompt), add_special_tokens=not self.use_chat_template)["input_ids"]
+            if self.max_prompt_length is not None:
+                ids = ids[-self.max_prompt_length :]
+            rows.append(list(ids))
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            if r:
+                ids[i, width - len(r) :] = torch.tensor(r)
+                mask[i, width - len(r) :] = 1
+        return ids, mask
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
+        """Sample ``num_generations`` completions of each prompt (see :class:`GenerationBackend`)."""
+        device = next(self.model.parameters()).device
+        ids, mask = self.encode(prompts)  # (n, P)
+        ids = ids.repeat_interleave(num_generations, 0).to(device)  # (N, P)
+        mask = mask.repeat_interleave(num_generations, 0).to(device)  # (N, P)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            out = self.model.generate(  # type: ignore[operator]
+                input_ids=ids, attention_mask=mask, generation_config=self._generation_config(sampling)
+            )  # (N, P + C)
+        finally:
+            self.model.train(was_training)
+        completion_ids = out[:, ids.shape[1] :]  # (N, C)
+        completion_mask, is_truncated = completion_mask_from_ids(completion_ids, self.eos_token_ids)
+        completion_ids = completion_ids.masked_fill(completion_mask == 0, self.pad_token_id)
+        texts = [
+            str(self.tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True))
+            for row, n in zip(completion_ids, completion_mask.sum(-1), strict=True)
+        ]
+        return RolloutBatch(
+            prompt_ids=ids,
+            prompt_mask=mask,
+            completion_ids=completion_ids,
+            completion_mask=completion_mask,
+            is_truncated=is_truncated,
+            prompt_index=torch.arange(len(prompts), device=device).repeat_interleave(num_generations),
+            completion_texts=texts,
+        )
+
+    def _generation_config(self, sampling: SamplingParams) -> GenerationConfig:
+        # Every knob is set explicitly: transformers fills unset ones from the checkpoint's generation_config
+        # (Qwen's sets top_p=0.8 and a repetition penalty), and those would make the sampler differ from the
+        # distribution whose log-probs the loss uses.
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "eos_token_id": list(self.eos_token_ids),
+            "pad_token_id": self.pad_token_id,
+            "use_cache": True,
+            "num_return_sequences": 1,
+            "repetition_penalty": 1.0,
+        }
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+        else:
+            kwargs.update(do_sample=False)
+        return GenerationConfig(**kwargs)
+
+
+def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+    """EOS ids from the model's generation config (may be several, e.g. Qwen's ``<|im_end|>``) and the tokenizer."""
+    ids: list[int] = []
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.append(configured)
+    elif configured:
+        ids.extend(int(i) for i in configured)
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    if not ids:
+        raise ValueError("neither the model's generation_config nor the tokenizer defines an EOS token")
+    return tuple(dict.fromkeys(ids))
+
+
+def completion_mask_from_ids(
+    completion_ids: torch.Tensor, eos_token_ids: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask of the tokens up to and including the first EOS, and which rows never reached one.
+
+    Args:
+        completion_ids: ``(N, C)`` generated tokens (whatever follows EOS is ignored).
+        eos_token_ids: the ids that end a completion.
+
+    Returns:
+        ``(mask, is_truncated)``: ``(N, C)`` long and ``(N,)`` bool.
+    """
+    is_eos = torch.isin(completion_ids, torch.tensor(list(eos_token_ids), device=completion_ids.device))  # (N, C)
+    n, c = completion_ids.shape
+    has_eos = is_eos.any(-1)  # (N,)
+    first_eos = torch.where(has_eos, is_eos.to(torch.int64).argmax(-1), torch.full((n,), c, device=is_eos.device))
+    positions = torch.arange(c, device=completion_ids.device).expand(n, c)  # (N, C)
+    mask = (positions <= first_eos.unsqueeze(-1)).to(torch.long)  # (N, C)
+    return mask, ~has_eos
+
+
+def completion_log_probs(
+    model: PreTrainedModel,
+    batch: RolloutBatch,
+    temperature: float,
+    *,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and optionally entropies) of the completion tokens under ``model``.
+
+    Positions are ``cumsum(attention_mask) - 1``, as ``generate`` computes them for left-padded prompts; without
+    them a padded prompt would be scored at other positions than it was sampled at. Logits are divided by the
+    sampling ``temperature`` (as TRL does) so the ratio compares the distribution that was sampled.
+
+    Args:
+        model: policy or reference model, on the batch's device.
+        batch: a :class:`RolloutBatch` (usually a micro-batch from :meth:`RolloutBatch.select`).
+        temperature: the sampling temperature (> 0).
+        with_entropy: also return per-token entropies (detached).
+
+    Returns:
+        ``(logp, entropy)``: ``(N, C)`` each; ``entropy`` is ``None`` unless asked for. Grad flows into ``logp``
+        when called with grad enabled.
+    """
+    input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)  # (N, P + C)
+    attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)  # (N, P + C)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P + C)
+    c = batch.completion_ids.shape[1]
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=False,
+        logits_to_keep=c + 1,
+    )
+    logits = out.logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
+    logp = token_log_probs(logits, batch.completion_ids)  # (N, C)
+    entropy = entropy_from_logits(logits.detach()) if with_entropy else None  # (N, C)
+    return logp, entropy
