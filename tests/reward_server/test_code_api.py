@@ -217,6 +217,7 @@ FENCES = [
     ("crlf", "```python\r\n" + SQ.replace("\n", "\r\n") + "```"),
     ("usage-example-last", f"```python\n{SQ}```\nExample:\n```python\nprint(sq(3))\n```"),
     ("empty-last", f"```python\n{SQ}```\n```python\n```"),
+    ("comment-only-last", f"```python\n{SQ}```\nRun it:\n```python\n# python sol.py < input.txt\n```"),
 ]
 
 
