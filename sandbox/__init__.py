@@ -23,7 +23,7 @@ from sandbox.harness import (
 )
 from sandbox.languages import LANGUAGES, Language, get_language
 from sandbox.local import LocalSandbox
-from sandbox.types import CaseResult, ExecResult, Limits, RunResult, SandboxUnavailable, Status, TestReport
+from sandbox.types import CaseResult, ExecResult, Limits, RunResult, SandboxUnavailable, Status, TestReport, utf8
 
 __all__ = [
     "LANGUAGES",
@@ -50,4 +50,5 @@ __all__ = [
     "json_equal",
     "run_program",
     "run_tests",
+    "utf8",
 ]

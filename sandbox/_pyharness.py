@@ -8,7 +8,9 @@ and becomes the *checker*:
   of pipes: look names up, call a function, get or set an attribute or an item, iterate, take a length.
   It answers with plain values (``None``, bools, ints, floats, complex, str, bytes, and lists, tuples,
   dicts, sets of them), copied out of builtin types and their subclasses by the builtin types' own
-  methods (a subclass's overrides never run). Anything else stays in the worker, and the checker gets a
+  methods (a subclass's overrides never run), and values of the standard library's value types
+  (``Fraction``, ``Decimal``, dates, ``deque``, ``Counter``, namedtuples ...), which the checker rebuilds
+  from plain data with its own classes. Anything else stays in the worker, and the checker gets a
   reference to it.
 * The checker runs the test code (HumanEval's ``check``, MBPP's asserts, the calls of ``fn_name``) with
   the candidate's names bound to references into the worker. Every comparison the tests make therefore
@@ -100,10 +102,12 @@ class _GraderFault(Exception):
 # ---------------------------------------------------------------------------------------- wire format
 # A value is text: N T F | i<hex>; | f<float.hex>; | c<hex>;<hex>; | s<len>:<chars> | b<len>:<latin-1> |
 # a<len>:<latin-1> (bytearray) | l t S Z (list, tuple, set, frozenset) <count>: items | d<count>: keys and
-# values | r<id>; (a reference to an object of the worker) | B<name>; (a builtin type or function, such
-# as `int` in MBPP's `remove_datatype(t, int)`) | G<module>:<qualname>; (from the checker only: a
-# library's function or class, such as `operator.add`). Decoding is plain Python over a str: whatever the
-# worker sends, the checker builds nothing but exact builtin values, builtins and references.
+# values | V<kind>;<value> (a standard library value type, see _LIBRARY_TYPES, as plain data) | r<id>; (a
+# reference to an object of the worker) | B<name>; (a builtin type or function, such as `int` in MBPP's
+# `remove_datatype(t, int)`) | G<module>:<qualname>; (from the checker only: a library's function or
+# class, such as `operator.add`). Decoding is plain Python over a str: whatever the
+# worker sends, the checker builds nothing but exact builtin values, its own library values, builtins and
+# references.
 
 
 def _encode(value, ref):
@@ -133,6 +137,9 @@ def _enc(v, out, ref, depth, key):
     elif issubclass(t, complex):
         c = complex.__complex__(v)
         out.append("c" + float.hex(c.real) + ";" + float.hex(c.imag) + ";")
+    elif t not in _EXACT_CONTAINERS and depth < _MAX_DEPTH and (library := _library_value(v, t, key)) is not None:
+        out.append(f"V{library[0]};")
+        _enc(library[1], out, ref, depth + 1, key)
     elif depth < _MAX_DEPTH and (issubclass(t, (tuple, frozenset)) or (not key and issubclass(t, (list, set, dict)))):
         # A list, set or dict is unhashable once plain, so as a set item or dict key it crosses by reference.
         if issubclass(t, dict):
@@ -155,6 +162,119 @@ def _enc(v, out, ref, depth, key):
             _enc(item, out, ref, depth + 1, inner)
     else:
         out.append(ref(v))
+
+
+_EXACT_CONTAINERS = (list, tuple, set, frozenset, dict)
+_LIBRARY_TYPES = {
+    # kind: (module, class name, hashable). Values of these exact types cross by value, rebuilt on the
+    # other side by that side's own import of the module, so a test comparing with `Fraction(1, 2)` or
+    # reading `.most_common()`, a namedtuple's fields or a defaultdict's default sees what Python gives.
+    "Fraction": ("fractions", "Fraction", True),
+    "Decimal": ("decimal", "Decimal", True),
+    "date": ("datetime", "date", True),
+    "datetime": ("datetime", "datetime", True),
+    "time": ("datetime", "time", True),
+    "timedelta": ("datetime", "timedelta", True),
+    "deque": ("collections", "deque", False),
+    "Counter": ("collections", "Counter", False),
+    "OrderedDict": ("collections", "OrderedDict", False),
+    "defaultdict": ("collections", "defaultdict", False),
+}
+_NAMEDTUPLES: dict = {}  # (typename, fields) -> the class this side made for them
+
+
+def _library_value(v, t, key):
+    """``(kind, payload)`` when ``v`` is of a standard library value type (see ``_LIBRARY_TYPES``) or a
+    namedtuple, else None. The payload is plain data; the other side rebuilds the value from it."""
+    try:
+        if issubclass(t, tuple):
+            fields = t.__dict__.get("_fields")
+            if t.__bases__ != (tuple,) or type(fields) is not tuple or not all(type(f) is str for f in fields):
+                return None
+            return "namedtuple", (str.__str__(t.__name__), fields, tuple(tuple.__iter__(v)))
+        for kind, (module, name, hashable) in _LIBRARY_TYPES.items():
+            found = sys.modules.get(module)
+            if found is None or getattr(found, name, None) is not t:
+                continue
+            if key and not hashable:
+                return None  # unhashable: as a set item or dict key it crosses by reference
+            if kind == "Fraction":
+                return kind, (v.numerator, v.denominator)
+            if kind == "Decimal":
+                return kind, str(v)
+            if kind == "date":
+                return kind, (v.year, v.month, v.day)
+            if kind in ("datetime", "time"):
+                if v.tzinfo is not None:
+                    return None  # a time zone is an object of its own: it stays a reference
+                parts = (v.hour, v.minute, v.second, v.microsecond, v.fold)
+                return kind, ((v.year, v.month, v.day) if kind == "datetime" else ()) + parts
+            if kind == "timedelta":
+                return kind, (v.days, v.seconds, v.microseconds)
+            if kind == "deque":
+                return kind, (list(v), v.maxlen)
+            if kind == "defaultdict":
+                return kind, (v.default_factory, dict(dict.items(v)))
+            return kind, dict(dict.items(v))
+    except Exception:
+        return None
+    return None
+
+
+def _library_build(kind, p):
+    """The value that ``_library_value`` described, made of this side's own classes.
+
+    Raises:
+        ValueError: a payload that no such value has.
+    """
+    try:
+        if kind == "namedtuple":
+            name, fields, values = p
+            if type(name) is not str or type(fields) is not tuple or type(values) is not tuple:
+                raise TypeError("namedtuple payload")
+            cls = _NAMEDTUPLES.get((name, fields))
+            if cls is None:
+                import collections
+
+                if len(_NAMEDTUPLES) > 256:
+                    _NAMEDTUPLES.clear()
+                cls = _NAMEDTUPLES[name, fields] = collections.namedtuple(name, fields, rename=True)
+            return cls(*values)
+        if kind not in _LIBRARY_TYPES:
+            raise TypeError(f"no library type {kind!r}")
+        module, name, _ = _LIBRARY_TYPES[kind]
+        __import__(module)
+        cls = getattr(sys.modules[module], name)
+        if kind == "Decimal":
+            if type(p) is not str:
+                raise TypeError("Decimal payload")
+            return cls(p)
+        if kind == "deque":
+            items, maxlen = p
+            if type(items) is not list or not (maxlen is None or type(maxlen) is int):
+                raise TypeError("deque payload")
+            return cls(items, maxlen)
+        if kind == "defaultdict":
+            factory, pairs = p
+            if factory is not None and not callable(factory):
+                raise TypeError("defaultdict payload")
+            return cls(factory, _plain_dict(pairs))
+        if kind in ("Counter", "OrderedDict"):
+            return cls(_plain_dict(p))
+        if type(p) is not tuple or not all(type(x) is int for x in p):
+            raise TypeError(f"{kind} payload")
+        if kind in ("datetime", "time"):
+            *args, fold = p
+            return cls(*args, fold=fold)
+        return cls(*p)
+    except Exception as exc:  # a payload no such value has: the sender broke the protocol
+        raise ValueError(f"bad {kind} value ({type(exc).__name__})") from None
+
+
+def _plain_dict(p):
+    if type(p) is not dict:
+        raise TypeError("a dict payload")
+    return p
 
 
 def _builtin_token(v):
@@ -197,6 +317,12 @@ def _dec(s, i, remote, depth):
         if tag == "B":
             return _builtin(body), j + 1
         return remote(tag, body), j + 1
+    if tag == "V":
+        if depth > _MAX_DEPTH:
+            raise ValueError(f"bad value at {i}")
+        j = s.index(";", i)
+        payload, end = _dec(s, j + 1, remote, depth + 1)
+        return _library_build(s[i + 1 : j], payload), end
     if tag == "c":
         j = s.index(";", i)
         k = s.index(";", j + 1)
@@ -241,8 +367,20 @@ def _frame(text):
     return b"%012d" % len(data) + data
 
 
+def _json_key(key):
+    """A dict key as ``json.dumps`` writes it: str as is; int, float, bool and None as their JSON text."""
+    t = type(key)
+    if t is str:
+        return key
+    if t is bool or key is None or t is float or (t is int and key.bit_length() <= _BIG_INT_BITS):
+        return _json(key)
+    raise _NotJSON(f"a dict with a {t.__name__} key")
+
+
 def _json(value, depth=0):
-    """JSON text of a plain value (tuples become lists); references and sets have no JSON form."""
+    """JSON text of a plain value as ``json.dumps`` writes it (tuples, namedtuples included, become lists;
+    dicts, ``Counter`` and the like, objects, their int, float, bool and None keys strings); references,
+    sets and other objects have no JSON form. Only ever called on the checker's own values."""
     if depth > 200:
         raise _NotJSON("nested too deeply")
     t = type(value)
@@ -260,15 +398,10 @@ def _json(value, depth=0):
         return repr(value)
     if t is str:
         return '"' + value.translate(_ESCAPES) + '"'
-    if t is list or t is tuple:
+    if t is list or issubclass(t, tuple):
         return "[" + ",".join(_json(v, depth + 1) for v in value) + "]"
-    if t is dict:
-        parts = []
-        for k, v in value.items():
-            if type(k) is not str:
-                raise _NotJSON(f"a dict with a {type(k).__name__} key")
-            parts.append(_json(k) + ":" + _json(v, depth + 1))
-        return "{" + ",".join(parts) + "}"
+    if issubclass(t, dict):
+        return "{" + ",".join(_json(_json_key(k)) + ":" + _json(v, depth + 1) for k, v in dict.items(value)) + "}"
     if t is _Remote:
         raise _NotJSON("an object that is not plain data")
     raise _NotJSON(f"a {t.__name__}")

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from sandbox.base import Sandbox, in_sandbox_source
 from sandbox.languages import PYTHON_TRUSTED, Language, get_language
-from sandbox.types import IDLE_GRACE_S, CaseResult, ExecResult, Limits, RunResult, Status, TestReport
+from sandbox.types import IDLE_GRACE_S, CaseResult, ExecResult, Limits, RunResult, Status, TestReport, utf8
 
 Comparator = Literal["exact", "whitespace", "float"]
 COMPARATORS: tuple[str, ...] = ("exact", "whitespace", "float")
@@ -257,7 +257,7 @@ async def run_program(
     """
     lang = language if isinstance(language, Language) else get_language(language)
     limits = limits or Limits()
-    async with sandbox.job({lang.source_file: code.encode()}) as job:
+    async with sandbox.job({lang.source_file: utf8(code)}) as job:
         compiled = None
         if lang.compile is not None:
             compiled = await job.exec(lang.compile, limits=limits.for_compile())
@@ -308,7 +308,7 @@ async def _run_stdio(
 ) -> TestReport:
     cases: list[CaseResult] = []
     detail: str | None
-    async with sandbox.job({lang.source_file: code.encode()}) as job:
+    async with sandbox.job({lang.source_file: utf8(code)}) as job:
         compiled = None
         if lang.compile is not None:
             compiled = await job.exec(lang.compile, limits=limits.for_compile())
@@ -383,7 +383,7 @@ async def _run_harness(
         spec = marshal.dumps(_harness_spec(tests, limits, early_stop))
     except ValueError as exc:
         return _grader_error(f"the test inputs cannot be sent to the harness: {exc}", total)
-    files = {"harness.py": in_sandbox_source("_pyharness.py").encode(), "solution.py": code.encode()}
+    files = {"harness.py": in_sandbox_source("_pyharness.py").encode(), "solution.py": utf8(code)}
     # The checker limits each case itself. The job as a whole gets every case's time (and slack), plus
     # two more for loading the program and the test setup, and one process more: the checker's.
     process_limits = dataclasses.replace(

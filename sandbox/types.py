@@ -228,5 +228,16 @@ class TestReport:
         return self.passed / self.total
 
 
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8 bytes, for a program's source, its stdin or an expected output.
+
+    JSON can carry a lone surrogate (``"\\ud800"``), which strict UTF-8 cannot encode; it becomes its
+    three-byte form (``surrogatepass``) instead of an error, so such text is run and compared as the bytes
+    it stands for (a Python source with one is then a compile error, as the file would be) and never makes
+    the server fail.
+    """
+    return text.encode("utf-8", "surrogatepass")
+
+
 class SandboxUnavailable(RuntimeError):
     """The backend cannot start here (no bubblewrap, no Docker engine, no image). The message says how to fix it."""

@@ -10,7 +10,7 @@ from reward_server.deps import MetricsDep, SandboxDep, SettingsDep
 from reward_server.schemas.code import CodeRunRequest, CodeRunResult, CodeTestRequest, CodeTestResult, _Program
 from reward_server.settings import Settings
 from reward_server.verifiers.code import CodeOptions, resolve_limits, run_code_tests
-from sandbox import Limits, run_program
+from sandbox import Limits, run_program, utf8
 
 router = APIRouter(prefix="/v1/code", tags=["code"])
 
@@ -25,7 +25,7 @@ def _reject(field: str, message: str) -> HTTPException:
 
 def _limits(request: _Program, settings: Settings) -> Limits:
     """The request's limits within the server's maxima; 422 for a program over the size limit."""
-    size = len(request.code.encode())
+    size = len(utf8(request.code))
     if size > settings.sandbox_max_source_bytes:
         limit = settings.sandbox_max_source_bytes
         raise _reject(
@@ -40,7 +40,7 @@ async def run(
     request: CodeRunRequest, sandbox: SandboxDep, settings: SettingsDep, metrics: MetricsDep
 ) -> CodeRunResult:
     limits = _limits(request, settings)
-    result = await run_program(sandbox, request.language, request.code, stdin=request.stdin.encode(), limits=limits)
+    result = await run_program(sandbox, request.language, request.code, stdin=utf8(request.stdin), limits=limits)
     metrics.verdicts.labels("code_run", str(result.status)).inc()
     return CodeRunResult.from_result(result, settings.sandbox_tail_bytes)
 

@@ -16,6 +16,7 @@ from sandbox import (
     TestReport,
     TestSpec,
     get_language,
+    utf8,
 )
 
 _STATUS_DOC = (
@@ -134,7 +135,7 @@ class StdioTestsIn(BaseModel):
     rel_tol: float = Field(1e-6, ge=0)
 
     def to_spec(self) -> StdioTests:
-        cases = tuple(StdioCase(c.input.encode(), c.output.encode()) for c in self.cases)
+        cases = tuple(StdioCase(utf8(c.input), utf8(c.output)) for c in self.cases)
         return StdioTests(cases, self.comparator, abs_tol=self.abs_tol, rel_tol=self.rel_tol)
 
 

@@ -116,6 +116,13 @@ def _closes(line: str, fence: str) -> bool:
     return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
 
 
+def _has_code(body: str) -> bool:
+    """Whether a block holds a line that is not blank or a ``#`` / ``//`` comment: ``# run: python main.py <
+    in.txt`` is a note, not a program. (A C++ block of nothing but ``#include`` lines has no ``main`` and
+    could not be the answer either.)"""
+    return any(line.strip() and not line.lstrip().startswith(("#", "//")) for line in body.splitlines())
+
+
 def _python_names(code: str) -> set[str] | None:
     """The names a Python program binds at its top level (also in top-level ``if``/``try``/``with``
     blocks), or ``None`` when it does not parse."""
@@ -188,7 +195,7 @@ def extract_code(
     """The program in ``completion``: a fenced block of ``language`` (see :func:`fenced_blocks`).
 
     Blocks tagged with the language or one of its aliases count; untagged blocks count only when no block
-    is tagged with it; blocks of other languages and empty blocks never count. Of those, the ``last``
+    is tagged with it; blocks of other languages and empty or comment-only blocks never count. Of those, the ``last``
     (default) or ``first`` is the program, except that with ``required`` (see :func:`required_names`) a
     block that defines what the tests call wins over one that does not: a last block that only shows how
     to call the function (``print(sq(3))``) is a usage example, not the answer. ``None`` when there is no
@@ -203,7 +210,7 @@ def extract_code(
         text = text.rsplit(_THINK_END, 1)[1]
     if code_block == "none":
         return text
-    blocks = [b for b in fenced_blocks(text) if b.body.strip()]
+    blocks = [b for b in fenced_blocks(text) if _has_code(b.body)]
     chosen = [b.body for b in blocks if b.tag in lang.names] or [b.body for b in blocks if not b.tag]
     if required and chosen:
         defines = _DEFINED_NAMES.get(lang.name, lambda code: None)

@@ -3,6 +3,7 @@ serving while hostile programs run (on both sandbox backends)."""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import socket
@@ -216,6 +217,7 @@ FENCES = [
     ("crlf", "```python\r\n" + SQ.replace("\n", "\r\n") + "```"),
     ("usage-example-last", f"```python\n{SQ}```\nExample:\n```python\nprint(sq(3))\n```"),
     ("empty-last", f"```python\n{SQ}```\n```python\n```"),
+    ("comment-only-last", f"```python\n{SQ}```\nRun it:\n```python\n# python sol.py < input.txt\n```"),
 ]
 
 
@@ -226,6 +228,32 @@ def test_rewards_take_the_program_from_every_common_fence(client: TestClient) ->
     assert r.status_code == 200, r.text
     got = {x["id"]: (x["reward"], x["components"]["accuracy"]["info"].get("verdict")) for x in r.json()["results"]}
     assert got == {name: (1.0, "passed") for name, _ in FENCES}
+
+
+def test_lone_surrogates_run_as_their_bytes_and_never_fail_the_server(client: TestClient) -> None:
+    # JSON may carry a lone surrogate ("\ud800"), which strict UTF-8 cannot encode: it was a 500 that
+    # took a whole batch of rewards down with it.
+    def post(path: str, payload: dict[str, Any]) -> httpx.Response:
+        return client.post(path, content=json.dumps(payload), headers={"content-type": "application/json"})
+
+    echo = "import sys\nsys.stdout.buffer.write(sys.stdin.buffer.read().hex().encode())"
+    r = post("/v1/code/run", {"language": "python", "code": echo, "stdin": "a\ud800"})
+    assert (r.status_code, r.json()["stdout"]) == (200, "61eda080")
+    r = post("/v1/code/run", {"language": "python", "code": "print('\ud800')"})
+    assert (r.status_code, r.json()["status"]) == (200, "compile_error")  # as the same file would be
+    copy = "import sys\nsys.stdout.buffer.write(sys.stdin.buffer.read())"
+    tests = {"type": "stdio", "cases": [{"input": "x\ud800", "output": "x\ud800"}]}
+    r = post("/v1/code/test", {"language": "python", "code": copy, "tests": tests})
+    assert (r.status_code, r.json()["status"]) == (200, "passed")
+    stdio = {"type": "stdio", "cases": [{"input": "", "output": "1"}]}
+    items = [
+        {"id": "s", "task": "code", "response": "```python\nprint('\ud800')\n```", "tests": stdio},
+        {"id": "ok", "task": "code", "response": "```python\nprint(1)\n```", "tests": stdio},
+    ]
+    r = post("/v1/rewards", {"items": items})
+    assert r.status_code == 200, r.text
+    got = [(x["reward"], x["components"]["accuracy"]["info"]["verdict"]) for x in r.json()["results"]]
+    assert got == [(0.0, "compile_error"), (1.0, "passed")]
 
 
 def test_malformed_tests_are_422_naming_the_field(client: TestClient) -> None:

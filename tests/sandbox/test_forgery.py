@@ -50,6 +50,21 @@ LIARS = [
         "def sq(x):\n    return F(-1.5)\n",
         "a float subclass",
     ),
+    (
+        "class T(tuple):\n    _fields = ()\n    def __eq__(self, o):\n        return True\n"
+        "    __hash__ = tuple.__hash__\ndef sq(x):\n    return T()\n",
+        "a tuple subclass that poses as a namedtuple",
+    ),
+    (
+        "import fractions\nclass Fake:\n    numerator = property(lambda self: self)\n    denominator = 1\n"
+        "    def __eq__(self, o):\n        return True\nfractions.Fraction = Fake\ndef sq(x):\n    return Fake()\n",
+        "an object that poses as a Fraction",
+    ),
+    (
+        "import collections\nclass D(dict):\n    def __eq__(self, o):\n        return True\n"
+        "collections.Counter = D\ndef sq(x):\n    return D(a=1)\n",
+        "a dict subclass that poses as a Counter",
+    ),
 ]
 
 
@@ -136,6 +151,35 @@ HONEST = [
         "def sum(a, b):\n    return a + b\n",
         ("assert sum(10, 15) == 25",),
         "a function under test named like a builtin (MBPP 126)",
+    ),
+    (
+        "from collections import namedtuple\nP = namedtuple('P', 'x y')\ndef pt(a):\n    return P(a, a + 1)\n",
+        ("assert pt(1).x == 1", "assert pt(2)._asdict() == {'x': 2, 'y': 3}", "assert {pt(1): 5}[(1, 2)] == 5"),
+        "a namedtuple keeps its fields",
+    ),
+    (
+        "from collections import Counter, defaultdict, deque\ndef count(s):\n    return Counter(s)\n"
+        "def groups(xs):\n    d = defaultdict(list)\n    for x in xs:\n        d[x % 2].append(x)\n    return d\n"
+        "def window(xs):\n    return deque(xs, maxlen=2)\n",
+        (
+            "assert count('aab').most_common(1) == [('a', 2)]",
+            "assert count('ab')['z'] == 0",
+            "assert groups([1, 2, 3])[1] == [1, 3] and groups([1])[0] == []",
+            "from collections import deque\nassert window([1, 2, 3]) == deque([2, 3]) and window([1]).maxlen == 2",
+        ),
+        "Counter, defaultdict and deque behave as themselves",
+    ),
+    (
+        "from fractions import Fraction\nfrom decimal import Decimal\nimport datetime\n"
+        "def half(x):\n    return Fraction(x, 2)\ndef price(s):\n    return Decimal(s)\n"
+        "def next_day(d):\n    return d + datetime.timedelta(days=1)\n",
+        (
+            "from fractions import Fraction\nassert half(1) == Fraction(1, 2) and half(3).denominator == 2",
+            "from decimal import Decimal\nassert price('1.50') == Decimal('1.5') and str(price('1.50')) == '1.50'",
+            "import datetime\nassert next_day(datetime.date(2024, 2, 28)) == datetime.date(2024, 2, 29)",
+            "from fractions import Fraction\nassert half(Fraction(1, 3)) == Fraction(1, 6)",
+        ),
+        "Fraction, Decimal and dates, returned and passed in, compare as in plain Python",
     ),
     (
         "def boom(x):\n    raise ValueError(x)\n",

@@ -239,6 +239,14 @@ CALLS = [
         "dicts and lists",
     ),
     (
+        "from collections import Counter, namedtuple\nP = namedtuple('P', 'x y')\n"
+        "def f(x):\n    return {1: 'a', None: Counter('bb'), 2.5: P(1, [2]), False: ()}\n",
+        _call("f", ((1,), {"1": "a", "null": {"b": 2}, "2.5": [1, [2]], "false": []})),
+        [Status.PASSED],
+        "JSON as json.dumps writes it: number, bool and None keys become strings, a namedtuple a list",
+    ),
+    ("def f(x):\n    return {(1, 2): 3}\n", _call("f", ((1,), {"(1, 2)": 3})), [Status.WRONG_ANSWER], "a tuple key"),
+    (
         "def f(x):\n    return x\n",
         _call("f", ((1,), 1), ((2,), 3), ((3,), 3)),
         [Status.PASSED, Status.WRONG_ANSWER, Status.PASSED],
