@@ -223,6 +223,42 @@ VARIANTS = [
     # word answers
     ("\\boxed{\\text{Navin}}", "\\text{Navin}", True, "word"),
     ("\\boxed{\\text{Devon}}", "\\text{Navin}", False, "other word"),
+    # unicode signs are read before extraction: the fallback and "answer is" lines keep the sign
+    ("The answer is −5.", "-5", True, "unicode minus after an anchor"),
+    ("The answer is −5.", "5", False, "unicode minus after an anchor is not dropped"),
+    ("The value is −2.5", "2.5", False, "unicode minus in the fallback is not dropped"),
+    ("The value is −2.5", "-2.5", True, "unicode minus in the fallback"),
+    ("The answer is \u20107", "-7", True, "hyphen written for a minus"),
+    ("The answer is - 7", "-7", True, "minus set apart by a space"),
+    # an integer mantissa is exact, like the integer it stands for; a decimal one is rounded
+    ("\\boxed{3.1\\times10^{8}}", "3\\times10^8", False, "integer mantissa is exact"),
+    ("\\boxed{3.1e8}", "3e8", False, "integer mantissa is exact, e-notation"),
+    ("\\boxed{3\\times10^{8}}", "3.00\\times10^8", True, "exact answer for a rounded reference"),
+    ("\\boxed{2.998\\times10^{8}}", "3.00\\times10^8", True, "rounds to the reference"),
+    ("\\boxed{6.1\\times10^{23}}", "6\\times10^{23}", False, "integer mantissa, huge"),
+    # boxes joined by a hedge word or parentheses are one final answer with two values
+    ("\\boxed{3} (or maybe \\boxed{4})", "4", False, "parenthesised hedge"),
+    ("\\boxed{3}, possibly \\boxed{4}", "4", False, "possibly"),
+    ("\\boxed{3}\\text{ or perhaps }\\boxed{4}", "4", False, "hedge word in text"),
+    ("\\boxed{3}, no wait, \\boxed{4}", "4", True, "a correction is not a hedge"),
+    # unit symbols, also one-letter ones and quotients/powers, do not change the value
+    ("\\boxed{5 m/s}", "5", True, "speed unit"),
+    ("\\boxed{9.8 \\text{ m/s}^2}", "9.8", True, "acceleration unit"),
+    ("\\boxed{12\\text{ m}}", "12", True, "one-letter unit in text"),
+    ("\\boxed{12 m}", "12", True, "one-letter unit"),
+    ("\\boxed{12 cm^2}", "12", True, "area unit"),
+    ("\\boxed{12 cm²}", "12", True, "area unit, superscript"),
+    ("\\boxed{40 km/h}", "40", True, "km/h"),
+    ("\\boxed{13 m/s}", "12", False, "unit stripped, value still compared"),
+    ("\\boxed{3 x^2}", "3", False, "a variable is not a unit"),
+    ("\\boxed{\\text{5 apples}}", "5", True, "value and unit inside text"),
+    ("\\boxed{\\text{6 apples}}", "5", False, "value and unit inside text, wrong"),
+    # the fallback never takes an exponent for the value
+    ("The floor is 1,000.99 m² in all.", "1000.99", True, "superscript unit exponent"),
+    ("The floor is 12 m^{2}", "12", True, "latex unit exponent"),
+    ("The floor is 12 m^{2}", "2", False, "the exponent is not the value"),
+    ("So we get 2^10", "1024", True, "plain-text power"),
+    ("So we get 2³", "8", True, "superscript power"),
 ]
 
 

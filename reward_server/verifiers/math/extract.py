@@ -10,11 +10,16 @@ from dataclasses import dataclass
 from reward_server.verifiers.math.text import (
     _find_boxes,
     _strip_math_delimiters,
+    normalize_unicode,
 )
 
-# What may stand between two boxes of one final answer: "\boxed{2}, \boxed{5} and \boxed{11}".
+# What may stand between two boxes of one final answer: "\boxed{2}, \boxed{5} and \boxed{11}", and the
+# hedges "\boxed{3} (or maybe \boxed{4})", "\boxed{3}, possibly \boxed{4}": joined, they give two values,
+# which is wrong for a single-valued reference. A correction ("\boxed{3}, no wait, \boxed{4}") has other
+# words in between and is not joined.
+_JOIN_WORDS = r"\b(?:and|or|maybe|perhaps|possibly|alternatively|either)\b"
 _BOX_SEPARATOR = re.compile(
-    r"^(?:\s|[,;.$&]|\\[()\[\]]|\\q?quad|\\text\{\s*(?:and|or|,)?\s*\}|\b(?:and|or)\b)*$", re.IGNORECASE
+    rf"^(?:\s|[,;.$&()]|\\[()\[\]]|\\q?quad|\\text\{{(?:\s|,|{_JOIN_WORDS})*\}}|{_JOIN_WORDS})*$", re.IGNORECASE
 )
 _THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think\s*>", re.IGNORECASE)
@@ -28,12 +33,14 @@ _ANCHOR = re.compile(
 # Math delimiters, scanned once left to right (a lazy ".+?" per opener is quadratic on unclosed ones).
 _DELIMITER = re.compile(r"\\\$|\$\$|\\\[|\\\]|\\\(|\\\)|\$")
 _CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
+# Not an exponent or subscript: "1,000.99 m^{2}" (also from "m²") ends in the value, not in 2.
+_NOT_EXPONENT = r"(?<![\w.^_])(?<!\^\{)(?<!_\{)"
 _NUMBER = re.compile(
-    r"(?<![\w.])[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d,])|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|\d+)(?:\.\d+)?"
-    r"(?:\s*/\s*\d+)?(?:\s*(?:%|percent\b))?|(?<![\w.])[-+]?\.\d+"
+    _NOT_EXPONENT + r"[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d,])|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|\d+)(?:\.\d+)?"
+    r"(?:\s*/\s*\d+)?(?:\s*(?:%|percent\b))?|" + _NOT_EXPONENT + r"[-+]?\.\d+"
 )
 _BARE_LATEX_VALUE = re.compile(
-    r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}|-?\d+(?:\.\d+)?\^\{[^{}]*\}|-?\d+\^\d"
+    r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}|-?\d+(?:\.\d+)?\^\{[^{}]*\}|-?\d+\^-?\d+"
 )
 _MD_NOISE = re.compile(r"\*\*|__|`|^[>\s]+")
 _EQUALS = re.compile(r"(?<![<>!\\:])=(?!=)")
@@ -41,7 +48,7 @@ _SIMPLE_LHS = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?(?:\([^()]*\))?|\\[A-Za
 _VERB = re.compile(r"\s(?:is|are|equals|was|becomes)\s", re.IGNORECASE)
 # A clause that states a value starts with one: a number, math, a letter choice, "x = ...".
 _STARTS_WITH_VALUE = re.compile(
-    r"^(?:[-+]?\.?\d|\$|\\[\[(A-Za-z]|[(\[{]|[A-Za-z](?:_\w+)?\s*=|[A-J](?:[).:,]|\s*$|\s+(?:or|and)\s))"
+    r"^(?:[-+]?\s?\.?\d|\$|\\[\[(A-Za-z]|[(\[{]|[A-Za-z](?:_\w+)?\s*=|[A-J](?:[).:,]|\s*$|\s+(?:or|and)\s))"
 )
 # Longest clause read after an anchor: a line, not a book.
 _MAX_CLAUSE_CHARS = 1000
@@ -303,6 +310,9 @@ def extract_final_answer(response: str, *, fallback: bool = True) -> Extraction:
     text, why = _final_text(response)
     if why:
         return Extraction(detail=why)
+    # Before anything reads the text: "The answer is −5" (U+2212) states -5, and the fallback's number
+    # pattern only knows the ASCII minus, so an unnormalised sign would be silently dropped.
+    text = normalize_unicode(text)
 
     boxes = _find_boxes(text)
     candidates: list[tuple[int, Extraction]] = []
