@@ -259,6 +259,38 @@ VARIANTS = [
     ("The floor is 12 m^{2}", "2", False, "the exponent is not the value"),
     ("So we get 2^10", "1024", True, "plain-text power"),
     ("So we get 2³", "8", True, "superscript power"),
+    # multiple choice: a letter with its option's text, AMC-style references, choices named in words
+    ("\\boxed{B. 12}", "B", True, "letter, period, option text"),
+    ("\\boxed{\\textbf{(D)}\\ 12}", "D", True, "AMC-style answer"),
+    ("\\boxed{D}", "$\\textbf{(D)}\\ 12$", True, "AMC-style reference, letter answer"),
+    ("\\boxed{C}", "$\\textbf{(D)}\\ 12$", False, "AMC-style reference, other letter"),
+    ("\\boxed{12}", "$\\textbf{(D)}\\ 12$", True, "the option's value for a reference that states it"),
+    ("\\boxed{13}", "$\\textbf{(D)}\\ 12$", False, "another value"),
+    ("\\boxed{(C)\\ 12}", "$\\textbf{(D)}\\ 12$", False, "the letter decides"),
+    ("\\boxed{12}", "B", False, "a bare letter reference does not say what B is"),
+    ("\\boxed{\\textbf{(A) }\\frac{1}{2}}", "\\frac12", True, "a labelled value for a value reference"),
+    ("The correct option is B.", "B", True, "correct option is"),
+    ("Option C is correct.", "C", True, "letter first"),
+    ("(D) is the correct answer.", "D", True, "parenthesised letter first"),
+    ("The answer is option B.", "B", True, "option word"),
+    ("Option C is correct.", "B", False, "letter first, other letter"),
+    # what follows the value in an answer line is not part of it, unless it is a hedge
+    ("The answer is 25 (since 5*5=25).", "25", True, "parenthetical remark"),
+    ("The answer is 4 (rounded to the nearest whole number).", "4", True, "parenthetical remark, words"),
+    ("The answer is 3 (or 4).", "3", False, "parenthetical hedge"),
+    # labels and colour inside the box
+    ("\\boxed{\\text{Answer: } 42}", "42", True, "label in text"),
+    ("\\boxed{Final answer: 42}", "42", True, "label"),
+    ("\\boxed{Answer: 43}", "42", False, "label, wrong"),
+    ("\\boxed{\\textcolor{red}{42}}", "42", True, "textcolor"),
+    ("\\boxed{\\color{blue}42}", "42", True, "color"),
+    # an angle marked in degrees equals the same angle in radians (a multiple of pi); a bare number does not
+    ("\\boxed{90^\\circ}", "\\frac{\\pi}{2}", True, "degrees for radians"),
+    ("\\boxed{\\frac{2\\pi}{3}}", "120^\\circ", True, "radians for degrees"),
+    ("\\boxed{60 degrees}", "\\frac{\\pi}{3}", True, "degrees in words"),
+    ("\\boxed{45^\\circ}", "\\frac{\\pi}{2}", False, "other angle"),
+    ("\\boxed{90}", "\\frac{\\pi}{2}", False, "a bare number is not in degrees"),
+    ("\\boxed{\\frac{\\pi}{2}}", "90", False, "a bare reference is not in degrees"),
 ]
 
 

@@ -26,9 +26,17 @@ _THINK_OPEN = re.compile(r"<think\s*>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
 # "final answer is", "the answer is", "Answer:", "answer =", "#### 42".
+# Also "the correct option is B", "answer choice: (C)".
 _ANCHOR = re.compile(
-    r"(?:final\s+answers?\s*(?:is|are|:|=|-)?|\banswers?\s*(?:is|are|:|=)|^\s*#{4}(?!#))\s*[:=]?",
+    r"(?:final\s+answers?\s*(?:is|are|:|=|-)?|\banswers?\s*(?:is|are|:|=)|^\s*#{4}(?!#)"
+    r"|\b(?:correct|right|best)\s+(?:option|choice)\s*(?:is|:)|\banswer\s+(?:choice|option)\s*(?:is|:))\s*[:=]?",
     re.IGNORECASE | re.MULTILINE,
+)
+# A choice named as the right one, with the letter first: "Option B is correct", "(C) is the right answer".
+_CHOICE_STATEMENT = re.compile(
+    r"(?:\b(?:option|choice)\s+\(?([A-J])\)?|\(([A-J])\)|\b([A-J])\b(?=\s+is\s+the\s))\s+is\s+(?:the\s+)?"
+    r"(?:correct|right)\b",
+    re.IGNORECASE,
 )
 # Math delimiters, scanned once left to right (a lazy ".+?" per opener is quadratic on unclosed ones).
 _DELIMITER = re.compile(r"\\\$|\$\$|\\\[|\\\]|\\\(|\\\)|\$")
@@ -210,7 +218,10 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
     line = re.split(r"</?[A-Za-z][\w-]*\s*>", line, maxsplit=1)[0]  # "42</answer>": a tag ends it
     spans = _math_spans(line)
     # The first sentence only: a period followed by a space or the end (not a decimal point), outside math.
-    for m in re.finditer(r"\.(?:\s|$)|[!?;](?:\s|$)|\s(?:because|since|which|as)\s", line):
+    # A parenthetical remark ("25 (since 5*5=25)") ends it too, but not a hedge ("3 (or 4)").
+    for m in re.finditer(
+        r"\.(?:\s|$)|[!?;](?:\s|$)|\s(?:because|since|which|as)\s|\s\((?!\s*(?:or|and)\b)[A-Za-z]{2,}\b", line
+    ):
         if _outside(spans, m.start()):
             line = line[: m.start()]
             break
@@ -329,6 +340,10 @@ def extract_final_answer(response: str, *, fallback: bool = True) -> Extraction:
         candidates.append((len(text), Extraction(parts=(anchored,), source="anchor")))
     if candidates:
         return max(candidates, key=lambda c: c[0])[1]
+    statements = list(_CHOICE_STATEMENT.finditer(text))
+    if statements:
+        letter = next(g for g in statements[-1].groups() if g)
+        return Extraction(parts=(letter.upper(),), source="anchor")
     if fallback:
         found = _fallback(text)
         if found:

@@ -146,6 +146,14 @@ _TEXT_WITH_VALUE = re.compile(r"^\\(?:text|textbf|textrm|mbox|mathrm)\s*\{\s*([-
 _FRAC_HALF_SHORT = re.compile(r"\\frac\s*(\d)\s*(\{)|\\frac\s*(\{[^{}]*\})\s*(\d)")
 _DFRAC = re.compile(r"\\[dtc]frac")
 _EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
+# Colour and invisible spacing change how an answer looks, not its value: "\color{red}42", "\textcolor{red}{42}".
+_COSMETIC = re.compile(r"\\color\s*\{[^{}]*\}|\\textcolor\s*\{[^{}]*\}|\\[hv]?phantom\s*\{[^{}]*\}")
+# A label inside the box: "\boxed{\text{Answer: } 42}", "\boxed{Final answer: 42}".
+_ANSWER_LABEL = re.compile(
+    r"^\s*(?:\\text(?:bf)?\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\s*\}"
+    r"|(?:the\s+)?(?:final\s+)?answer\s*(?:is\s*:?|:))\s*",
+    re.IGNORECASE,
+)
 # "\approx 42" as a whole answer states 42.
 _LEADING_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|\\simeq|\\thickapprox)\s*")
 _TEXT_NO_LETTERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\s*\{([^{}A-Za-z]*)\}")
@@ -188,6 +196,8 @@ def normalize_answer(s: str) -> str:
     s = _strip_outer_boxes(_strip_math_delimiters(s))
     s = _strip_math_delimiters(s)
     s = s.replace("\\displaystyle", "").replace("\\mathdollar", "")
+    s = _COSMETIC.sub("", s)
+    s = _ANSWER_LABEL.sub("", s)
     s = _EMPTY_SET.sub(r"\\emptyset", s)
     s = _LEADING_APPROX.sub("", s)
     s = _TEXT_NO_LETTERS.sub(r"\1", s)
