@@ -291,6 +291,15 @@ VARIANTS = [
     ("\\boxed{45^\\circ}", "\\frac{\\pi}{2}", False, "other angle"),
     ("\\boxed{90}", "\\frac{\\pi}{2}", False, "a bare number is not in degrees"),
     ("\\boxed{\\frac{\\pi}{2}}", "90", False, "a bare reference is not in degrees"),
+    # values of different variables are a system's solution: each variable gets its own value
+    ("\\boxed{x = 2, y = 1}", "x=1, y=2", False, "values swapped between variables"),
+    ("\\boxed{y = 2, x = 1}", "x=1, y=2", True, "variables in another order"),
+    ("\\boxed{(1, 2)}", "x=1, y=2", True, "unnamed values in the reference's order"),
+    ("\\boxed{2, 1}", "x=1, y=2", False, "unnamed values in another order"),
+    ("\\boxed{x=1, z=2}", "x=1, y=2", False, "another variable"),
+    ("\\boxed{a = 3, b = 2}", "a=2, b=3", False, "swapped, other letters"),
+    ("\\boxed{x_1 = 4, x_2 = 3}", "x_{1}=3, x_{2}=4", True, "numbered roots of one variable, any order"),
+    ("\\boxed{x=4, x=3}", "x=3, x=4", True, "roots, any order"),
 ]
 
 

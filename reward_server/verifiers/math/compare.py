@@ -40,6 +40,7 @@ class Reference:
         norm: the normalised answer as a whole (tuples, intervals, sets compare as one object).
         letter: the letter of a ``choice`` reference.
         option: for a choice reference that states its option's value (``(D) 12``), that value, parsed.
+        labels: per member, the variable it is assigned to (``x = 1, y = 2``), or ``None``.
         invalid: why the reference has no value, or ``None``.
     """
 
@@ -51,6 +52,7 @@ class Reference:
     letter: str | None = None
     invalid: str | None = None
     option: Reference | None = None
+    labels: tuple[str | None, ...] = ()
 
     @property
     def shown(self) -> str:
@@ -119,21 +121,60 @@ def _expand_pm(s: str) -> list[str]:
     return _expand_pm(plus) + _expand_pm(minus)
 
 
-def _members(answer: str) -> list[str]:
-    """The values an answer gives: split a bare list, unwrap a set ``\\{...\\}``, expand ``±``."""
+def _labelled_members(answer: str) -> list[tuple[str | None, str]]:
+    """The values an answer gives, each with the variable it is assigned to (``x = 5`` -> (``x``, ``5``);
+    ``None`` when there is none): split a bare list, unwrap a set ``\\{...\\}``, expand ``±``."""
     s = answer.strip()
     if s.startswith("\\{") and s.endswith("\\}"):
         s = s[2:-2]
     parts = _split_top_level(s)
-    out: list[str] = []
+    out: list[tuple[str | None, str]] = []
     for p in parts:
         # "x = 5" gives the value 5; "y = 2x + 3" is an equation and stays one.
+        label = None
         m = _LEADING_VAR.match(p)
         if m and not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", p[m.end() :])):
+            label = re.sub(r"[\s{}]|=|\\in$", "", p[: m.end()])
             p = p[m.end() :]
         p = p.strip()
-        out.extend(x.strip() for x in _expand_pm(p))
-    return [p for p in out if p]
+        out.extend((label, x.strip()) for x in _expand_pm(p) if x.strip())
+    return out
+
+
+def _members(answer: str) -> list[str]:
+    """The values an answer gives (:func:`_labelled_members` without the variables)."""
+    return [value for _, value in _labelled_members(answer)]
+
+
+def _is_system(labels: Sequence[str | None]) -> bool:
+    """Values assigned to different variables (``x = 1, y = 2``): a solution of a system, not a set.
+    Numbered names of one variable (``x_1 = 3, x_2 = 4``) list roots, which may come in any order."""
+    if len(labels) < 2 or None in labels or len(set(labels)) != len(labels):
+        return False
+    bases = {str(label).split("_")[0] for label in labels}
+    return len(bases) == len(labels)
+
+
+def _system_match(ref: Reference, norm: str, options: MathOptions) -> tuple[bool, str | None]:
+    """Each variable of the reference's solution must get its value: by name when the answer names the
+    variables (in any order), else in the reference's order (``(1, 2)`` or ``1, 2`` for ``x=1, y=2``)."""
+    answer = _labelled_members(norm)
+    if len(answer) == 1 and answer[0][0] is None:
+        parts = _components(answer[0][1])
+        if parts is not None and parts[0].startswith("()"):
+            answer = [(None, p) for p in parts[1]]
+    if len(answer) != len(ref.members):
+        return False, f"the reference gives {len(ref.members)} variables; the answer gives {len(answer)} values"
+    if None not in (label for label, _ in answer):
+        by_label = dict(answer)
+        if set(by_label) != set(ref.labels):
+            return False, "the answer assigns other variables than the reference"
+        pairs = [(value, by_label[label]) for label, value in zip(ref.labels, ref.members, strict=True)]
+    else:
+        if any(a is not None and a != r for (a, _), r in zip(answer, ref.labels, strict=True)):
+            return False, "the answer assigns other variables than the reference"
+        pairs = [(value, a) for value, (_, a) in zip(ref.members, answer, strict=True)]
+    return all(_member_match(g, a, options) for g, a in pairs), None
 
 
 # Longest final answer compared (unless the reference is long too).
@@ -204,7 +245,8 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
         return Reference(raw, answer_text, "math", (), invalid="the reference answer is empty")
     if _looks_like_prose(norm):
         return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
-    members = _members(norm)
+    labelled = _labelled_members(norm)
+    members = [value for _, value in labelled]
     if _is_word_answer(norm):
         return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
     if not _has_a_value(members, norm):
@@ -212,7 +254,8 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
         if re.fullmatch(r"[A-Za-z][A-Za-z '\-]{0,40}", plain) and len(plain.split()) <= 3:
             return Reference(raw, answer_text, "text", (plain.lower(),), norm)
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
-    return Reference(raw, answer_text, "math", tuple(members), norm)
+    labels = tuple(label for label, _ in labelled)
+    return Reference(raw, answer_text, "math", tuple(members), norm, labels=labels)
 
 
 _MATHY = re.compile(r"\d|\\(?:frac|sqrt|pi|infty|begin|cup|cap|le|ge|ne|pm|sin|cos|tan|log|ln)(?![A-Za-z])|[=^_<>]")
@@ -531,6 +574,8 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
         if _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
             return True, None
         return False, f"the final answer gives {len(members)} different values for a single-valued reference"
+    if _is_system(ref.labels):
+        return _system_match(ref, norm, options)
     # A list/set/± reference: all of its members, in any order, and nothing else.
     if len(members) != len(ref.members):
         if len(members) == 1 and _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
