@@ -300,6 +300,14 @@ VARIANTS = [
     ("\\boxed{a = 3, b = 2}", "a=2, b=3", False, "swapped, other letters"),
     ("\\boxed{x_1 = 4, x_2 = 3}", "x_{1}=3, x_{2}=4", True, "numbered roots of one variable, any order"),
     ("\\boxed{x=4, x=3}", "x=3, x=4", True, "roots, any order"),
+    # a qualifier before the value: "either 42 or 43" is a hedge, "approximately 42" states 42
+    ("Final answer: either 42 or 43", "43", False, "either-or hedge after an anchor"),
+    ("Final answer: either 42 or 43", "42", False, "either-or hedge, first value"),
+    ("The answer is approximately 42 cm.", "42", True, "approximately"),
+    # markup that does not change the value
+    ("\\boxed{\\underline{7}}", "7", True, "underline"),
+    ("\\boxed{\\bf 7}", "7", True, "bf switch"),
+    ("# 7", "7", True, "markdown heading"),
 ]
 
 

@@ -50,13 +50,17 @@ _NUMBER = re.compile(
 _BARE_LATEX_VALUE = re.compile(
     r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}|-?\d+(?:\.\d+)?\^\{[^{}]*\}|-?\d+\^-?\d+"
 )
-_MD_NOISE = re.compile(r"\*\*|__|`|^[>\s]+")
+_MD_NOISE = re.compile(r"\*\*|__|`|^[>\s]+|^#{1,3}\s+")
 _EQUALS = re.compile(r"(?<![<>!\\:])=(?!=)")
 _SIMPLE_LHS = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?(?:\([^()]*\))?|\\[A-Za-z]+(?:_\{?\w+\}?)?)\s*$")
 _VERB = re.compile(r"\s(?:is|are|equals|was|becomes)\s", re.IGNORECASE)
 # A clause that states a value starts with one: a number, math, a letter choice, "x = ...".
 _STARTS_WITH_VALUE = re.compile(
     r"^(?:[-+]?\s?\.?\d|\$|\\[\[(A-Za-z]|[(\[{]|[A-Za-z](?:_\w+)?\s*=|[A-J](?:[).:,]|\s*$|\s+(?:or|and)\s))"
+)
+_QUALIFIER = re.compile(
+    r"^(?:(?:either|maybe|perhaps|possibly|probably|approximately|about|around|roughly|exactly|just|only)\s+)+",
+    re.IGNORECASE,
 )
 # Longest clause read after an anchor: a line, not a book.
 _MAX_CLAUSE_CHARS = 1000
@@ -229,6 +233,8 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
     if verbs:
         line = line[verbs[-1].end() :]
     line = line.strip().rstrip(".").strip()
+    # "either 42 or 43" is the hedge "42 or 43"; "approximately 42" states 42.
+    line = _QUALIFIER.sub("", line)
     if not line:
         return None
     if not _STARTS_WITH_VALUE.match(line):

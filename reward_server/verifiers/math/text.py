@@ -147,7 +147,9 @@ _FRAC_HALF_SHORT = re.compile(r"\\frac\s*(\d)\s*(\{)|\\frac\s*(\{[^{}]*\})\s*(\d
 _DFRAC = re.compile(r"\\[dtc]frac")
 _EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
 # Colour and invisible spacing change how an answer looks, not its value: "\color{red}42", "\textcolor{red}{42}".
-_COSMETIC = re.compile(r"\\color\s*\{[^{}]*\}|\\textcolor\s*\{[^{}]*\}|\\[hv]?phantom\s*\{[^{}]*\}")
+_COSMETIC = re.compile(
+    r"\\color\s*\{[^{}]*\}|\\textcolor\s*\{[^{}]*\}|\\[hv]?phantom\s*\{[^{}]*\}|\\(?:bf|rm|it|sf|tt)(?![A-Za-z])\s*"
+)
 # A label inside the box: "\boxed{\text{Answer: } 42}", "\boxed{Final answer: 42}".
 _ANSWER_LABEL = re.compile(
     r"^\s*(?:\\text(?:bf)?\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\s*\}"
@@ -156,7 +158,9 @@ _ANSWER_LABEL = re.compile(
 )
 # "\approx 42" as a whole answer states 42.
 _LEADING_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|\\simeq|\\thickapprox)\s*")
-_TEXT_NO_LETTERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\s*\{([^{}A-Za-z]*)\}")
+_TEXT_NO_LETTERS = re.compile(
+    r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|underline|boldsymbol|bm|emph)\s*\{([^{}A-Za-z]*)\}"
+)
 _LEADING_VAR = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?=[^=]+$)")
 _MC_LETTER = re.compile(
     r"^\s*(?:\\text(?:bf)?\{\s*)?(?:\(\s*([A-J])\s*\)|([A-J])\s*[).:]?)(?:\s*\})?(?:\s.*)?$", re.DOTALL
