@@ -308,6 +308,10 @@ VARIANTS = [
     ("\\boxed{\\underline{7}}", "7", True, "underline"),
     ("\\boxed{\\bf 7}", "7", True, "bf switch"),
     ("# 7", "7", True, "markdown heading"),
+    # the fallback joins values separated only by "or"/"and"/commas, as boxes are joined
+    ("The value is 3 or 4.", "4", False, "hedge in the fallback"),
+    ("The solutions are $x = 2$ and $x = 5$.", "5, 2", True, "two roots in the fallback"),
+    ("Adding 3 and 4 gives 7", "7", True, "values joined by words are not one answer"),
 ]
 
 

@@ -248,9 +248,14 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
     return _result_side(line) or None
 
 
+# What joins the fallback's last value to earlier ones into one answer: "3 or 4", "$x=2$ and $x=5$".
+_VALUE_SEPARATOR = re.compile(r"^\s*(?:,|;|\bor\b|\band\b|,\s*(?:or|and)\b)\s*$", re.IGNORECASE)
+
+
 def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
-    """The last number or LaTeX value of the text, whichever ends last (the longest, on a tie); a short
-    text with no words (``\\frac{10}{9}``) is the answer as a whole. Linear in the text's length."""
+    """The last number or LaTeX value of the text, whichever ends last (the longest, on a tie), with the
+    values joined to it by ``,``/``or``/``and`` ("3 or 4" is a hedge, "$x=2$ and $x=5$" two roots); a
+    short text with no words (``\\frac{10}{9}``) is the answer as a whole. Linear in the text's length."""
     stripped = _MD_NOISE.sub("", text).strip()
     if whole_if_short and len(stripped) <= 60 and "\n" not in stripped and _word_count(stripped) == 0:
         stripped = _strip_math_delimiters(stripped.rstrip(".").strip())
@@ -258,18 +263,24 @@ def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
             return _result_side(stripped)
     spans = _math_spans(text)
     starts = [sp.start for sp in spans]
-    best: tuple[int, int, str] | None = None  # (end, -start, candidate)
-    for sp in spans:
-        best = max(best, (sp.end, -sp.start, sp.content)) if best else (sp.end, -sp.start, sp.content)
+    cands: list[tuple[int, int, str]] = [(sp.end, -sp.start, sp.content) for sp in spans]  # (end, -start, text)
     for pattern in (_NUMBER, _BARE_LATEX_VALUE):
         for m in pattern.finditer(text):
-            if not _outside(spans, m.start(), starts):
-                continue  # inside a math span, which is a candidate as a whole
-            cand = (m.end(), -m.start(), m.group(0))
-            best = max(best, cand) if best else cand
-    if best is None:
+            if _outside(spans, m.start(), starts):  # inside a math span, the span is the candidate as a whole
+                cands.append((m.end(), -m.start(), m.group(0)))
+    if not cands:
         return None
-    return _result_side(best[2]) or None
+    cands.sort()
+    last = cands[-1]
+    values = [_result_side(last[2])]
+    for cand in reversed(cands[:-1]):
+        if cand[0] > -last[1]:
+            continue  # overlaps the value already taken ("2" inside "2^{10}")
+        if not _VALUE_SEPARATOR.match(text[cand[0] : -last[1]]):
+            break
+        values.append(_result_side(cand[2]))
+        last = cand
+    return ", ".join(v for v in reversed(values) if v) or None
 
 
 def _final_text(response: str) -> tuple[str, str | None]:
