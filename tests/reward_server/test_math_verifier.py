@@ -329,10 +329,15 @@ def test_policy_variant(response: str, reference: str, expected: bool, reason: s
         ("   ", "blank"),
         ("\\boxed{}", "empty box"),
         ("The answer depends on the figure, which is not shown here.", "prose with no value"),
+        ("None", "str(None) written by a data pipeline"),
+        ("NaN", "a missing number"),
+        ("N/A", "not applicable"),
+        ("$\\text{n/a}$", "not applicable, in text"),
+        ("?", "a question mark"),
     ],
 )
 def test_invalid_reference_never_pays(reference: str, reason: str) -> None:
-    for response in ("\\boxed{12}", "The answer is 12.", ""):
+    for response in ("\\boxed{12}", "The answer is 12.", "", f"\\boxed{{{reference}}}"):
         verdict = verify_math(response, reference)
         assert verdict.status is MathStatus.INVALID_GROUND_TRUTH, reason
         assert verdict.correct is None and verdict.reward is None

@@ -232,6 +232,10 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     answer_text = _reference_answer_text(raw)
     if not answer_text.strip():
         return Reference(raw, "", "math", (), invalid="the reference answer is empty")
+    if _PLACEHOLDER.fullmatch(_unwrap_text_commands(_strip_math_delimiters(answer_text)).strip()):
+        # What a data pipeline writes for a missing value (str(None), NaN): no answer to compare with, and
+        # a response that writes the same placeholder must not be paid.
+        return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text!r} is a placeholder")
     choice = _choice_split(normalize_unicode(_strip_math_delimiters(answer_text)))
     if choice is not None:
         letter, option_text = choice
@@ -257,6 +261,8 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     labels = tuple(label for label, _ in labelled)
     return Reference(raw, answer_text, "math", tuple(members), norm, labels=labels)
 
+
+_PLACEHOLDER = re.compile(r"none|null|nil|nan|n/?a|tbd|\?+|-+|_+", re.IGNORECASE)
 
 _MATHY = re.compile(r"\d|\\(?:frac|sqrt|pi|infty|begin|cup|cap|le|ge|ne|pm|sin|cos|tan|log|ln)(?![A-Za-z])|[=^_<>]")
 
