@@ -163,6 +163,9 @@ VARIANTS = [
     # empty or unterminated last box
     ("\\boxed{7} and then \\boxed{", "7", False, "unterminated last box"),
     ("\\boxed{7} and then \\boxed{}", "7", False, "empty last box"),
+    ("\\boxed{7} and then \\boxed{\\text{}}", "7", False, "last box with empty text"),
+    ("\\boxed{7} \\boxed{\\quad}", "7", False, "last box with only a space"),
+    ("\\boxed{7} \\boxed{{}}", "7", False, "last box with only braces"),
     # multiple choice compares letters
     ("The answer is (B).", "B", True, "parenthesised letter"),
     ("\\boxed{C}", "B", False, "other letter"),

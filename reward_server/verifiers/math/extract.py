@@ -85,6 +85,14 @@ class Extraction:
         return ", ".join(self.parts) if self.parts else None
 
 
+_INVISIBLE = re.compile(r"\\(?:text|mathrm|mbox|textbf|mathbf)\s*\{\s*\}|\\[,;:! ]|\\q?quad(?![A-Za-z])|~|[{}\s]")
+
+
+def _blank(content: str) -> bool:
+    """Does a box show nothing? ``\\boxed{}``, ``\\boxed{\\text{}}``, ``\\boxed{\\quad}``, ``\\boxed{{}}``."""
+    return not _INVISIBLE.sub("", content)
+
+
 def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal: bool = False) -> Extraction:
     """The final answer given by the last box, with the boxes joined to it.
 
@@ -95,7 +103,7 @@ def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal:
     start, _end, content = boxes[-1]
     if content is None:
         return Extraction(detail="the last \\boxed{ is never closed")
-    if not content.strip():
+    if _blank(content):
         return Extraction(detail="the last \\boxed{} is empty")
     parts = [content.strip()]
     for prev_start, prev_end, prev_content in reversed(boxes[:-1]):
@@ -106,7 +114,7 @@ def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal:
             and re.search(r",|;|\b(?:and|or)\b", between)
             and not re.search(r"[.!?]\s|\n\s*\n", between)
         )
-        if prev_content is None or not prev_content.strip() or not joined:
+        if prev_content is None or _blank(prev_content) or not joined:
             break
         parts.append(prev_content.strip())
         start = prev_start
