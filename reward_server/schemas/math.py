@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import math
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from reward_server.verifiers.math import MathOptions, MathStatus
+
+
+def _number_as_text(value: Any) -> Any:
+    """A JSON number for a reference (``42``, ``0.5``, as datasets often store GSM8K answers) is its text.
+    Booleans and non-finite floats are left alone, so they fail as strings with a 422 naming the field."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    return value
+
+
+GroundTruth = Annotated[str, BeforeValidator(_number_as_text)]
 
 _EXAMPLE_RESPONSE = "<think>7 * 6 = 42</think>\nThe answer is $\\boxed{42}$."
 
@@ -45,8 +61,9 @@ class MathVerifyRequest(BaseModel):
     )
 
     response: str = Field(description="The completion (the model's output).")
-    ground_truth: str = Field(
-        description="The reference: bare (`42`), in `$...$`, in `\\boxed{}`, or a GSM8K solution ending in `#### 42`."
+    ground_truth: GroundTruth = Field(
+        description="The reference: bare (`42`), in `$...$`, in `\\boxed{}`, or a GSM8K solution ending in `#### 42`. "
+        "A JSON number is read as its text."
     )
     options: MathOptionsModel | None = Field(None, description="Verification options.")
 

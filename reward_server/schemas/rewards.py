@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from reward_server.schemas.code import CodeTests
 from reward_server.schemas.language import LanguageCode
+from reward_server.schemas.math import GroundTruth
 
 ComponentSpec = StrictFloat | StrictInt | dict[str, Any]
 
@@ -38,7 +39,9 @@ class RewardItem(BaseModel):
     id: str = Field(min_length=1, max_length=256, description="Your id for this completion; echoed back.")
     task: Literal["math", "code"] = Field("math", description="What the `accuracy` component checks.")
     response: str = Field(description="The completion text.")
-    ground_truth: str | None = Field(None, description="Reference answer (required for `task: math`).")
+    ground_truth: GroundTruth | None = Field(
+        None, description="Reference answer (required for `task: math`); a JSON number is read as its text."
+    )
     tests: CodeTests | None = Field(
         None, description="Test cases (required for `task: code`): `{'type': 'stdio'|'assert'|'call', ...}`."
     )

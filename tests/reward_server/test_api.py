@@ -130,6 +130,21 @@ def test_malformed_request_is_422_naming_the_field(client: TestClient, body: dic
     assert "Traceback" not in r.text
 
 
+def test_numeric_ground_truth_is_its_text(client: TestClient) -> None:
+    """Datasets often store a GSM8K answer as a JSON number: it is read as its text, not refused."""
+    r = client.post("/v1/math/verify", json={"response": "\\boxed{0.5}", "ground_truth": 0.5})
+    assert r.status_code == 200 and r.json()["correct"] is True and r.json()["ground_truth_parsed"] == "0.5"
+    items = [
+        {"id": "a", "response": "#### 72", "ground_truth": 72},
+        {"id": "b", "response": "#### 71", "ground_truth": 72},
+    ]
+    results = client.post("/v1/rewards", json={"items": items}).json()["results"]
+    assert [r["reward"] for r in results] == [1.0, 0.0]
+    for bad in (True, None, [1]):
+        r = client.post("/v1/math/verify", json={"response": "\\boxed{1}", "ground_truth": bad})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ground_truth"]
+
+
 def test_not_json_is_422(client: TestClient) -> None:
     r = client.post("/v1/rewards", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422

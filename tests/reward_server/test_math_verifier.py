@@ -163,6 +163,9 @@ VARIANTS = [
     # empty or unterminated last box
     ("\\boxed{7} and then \\boxed{", "7", False, "unterminated last box"),
     ("\\boxed{7} and then \\boxed{}", "7", False, "empty last box"),
+    ("\\boxed{7} and then \\boxed{\\text{}}", "7", False, "last box with empty text"),
+    ("\\boxed{7} \\boxed{\\quad}", "7", False, "last box with only a space"),
+    ("\\boxed{7} \\boxed{{}}", "7", False, "last box with only braces"),
     # multiple choice compares letters
     ("The answer is (B).", "B", True, "parenthesised letter"),
     ("\\boxed{C}", "B", False, "other letter"),
@@ -223,6 +226,95 @@ VARIANTS = [
     # word answers
     ("\\boxed{\\text{Navin}}", "\\text{Navin}", True, "word"),
     ("\\boxed{\\text{Devon}}", "\\text{Navin}", False, "other word"),
+    # unicode signs are read before extraction: the fallback and "answer is" lines keep the sign
+    ("The answer is −5.", "-5", True, "unicode minus after an anchor"),
+    ("The answer is −5.", "5", False, "unicode minus after an anchor is not dropped"),
+    ("The value is −2.5", "2.5", False, "unicode minus in the fallback is not dropped"),
+    ("The value is −2.5", "-2.5", True, "unicode minus in the fallback"),
+    ("The answer is \u20107", "-7", True, "hyphen written for a minus"),
+    ("The answer is - 7", "-7", True, "minus set apart by a space"),
+    # an integer mantissa is exact, like the integer it stands for; a decimal one is rounded
+    ("\\boxed{3.1\\times10^{8}}", "3\\times10^8", False, "integer mantissa is exact"),
+    ("\\boxed{3.1e8}", "3e8", False, "integer mantissa is exact, e-notation"),
+    ("\\boxed{3\\times10^{8}}", "3.00\\times10^8", True, "exact answer for a rounded reference"),
+    ("\\boxed{2.998\\times10^{8}}", "3.00\\times10^8", True, "rounds to the reference"),
+    ("\\boxed{6.1\\times10^{23}}", "6\\times10^{23}", False, "integer mantissa, huge"),
+    # boxes joined by a hedge word or parentheses are one final answer with two values
+    ("\\boxed{3} (or maybe \\boxed{4})", "4", False, "parenthesised hedge"),
+    ("\\boxed{3}, possibly \\boxed{4}", "4", False, "possibly"),
+    ("\\boxed{3}\\text{ or perhaps }\\boxed{4}", "4", False, "hedge word in text"),
+    ("\\boxed{3}, no wait, \\boxed{4}", "4", True, "a correction is not a hedge"),
+    # unit symbols, also one-letter ones and quotients/powers, do not change the value
+    ("\\boxed{5 m/s}", "5", True, "speed unit"),
+    ("\\boxed{9.8 \\text{ m/s}^2}", "9.8", True, "acceleration unit"),
+    ("\\boxed{12\\text{ m}}", "12", True, "one-letter unit in text"),
+    ("\\boxed{12 m}", "12", True, "one-letter unit"),
+    ("\\boxed{12 cm^2}", "12", True, "area unit"),
+    ("\\boxed{12 cm²}", "12", True, "area unit, superscript"),
+    ("\\boxed{40 km/h}", "40", True, "km/h"),
+    ("\\boxed{13 m/s}", "12", False, "unit stripped, value still compared"),
+    ("\\boxed{3 x^2}", "3", False, "a variable is not a unit"),
+    ("\\boxed{\\text{5 apples}}", "5", True, "value and unit inside text"),
+    ("\\boxed{\\text{6 apples}}", "5", False, "value and unit inside text, wrong"),
+    # the fallback never takes an exponent for the value
+    ("The floor is 1,000.99 m² in all.", "1000.99", True, "superscript unit exponent"),
+    ("The floor is 12 m^{2}", "12", True, "latex unit exponent"),
+    ("The floor is 12 m^{2}", "2", False, "the exponent is not the value"),
+    ("So we get 2^10", "1024", True, "plain-text power"),
+    ("So we get 2³", "8", True, "superscript power"),
+    # multiple choice: a letter with its option's text, AMC-style references, choices named in words
+    ("\\boxed{B. 12}", "B", True, "letter, period, option text"),
+    ("\\boxed{\\textbf{(D)}\\ 12}", "D", True, "AMC-style answer"),
+    ("\\boxed{D}", "$\\textbf{(D)}\\ 12$", True, "AMC-style reference, letter answer"),
+    ("\\boxed{C}", "$\\textbf{(D)}\\ 12$", False, "AMC-style reference, other letter"),
+    ("\\boxed{12}", "$\\textbf{(D)}\\ 12$", True, "the option's value for a reference that states it"),
+    ("\\boxed{13}", "$\\textbf{(D)}\\ 12$", False, "another value"),
+    ("\\boxed{(C)\\ 12}", "$\\textbf{(D)}\\ 12$", False, "the letter decides"),
+    ("\\boxed{12}", "B", False, "a bare letter reference does not say what B is"),
+    ("\\boxed{\\textbf{(A) }\\frac{1}{2}}", "\\frac12", True, "a labelled value for a value reference"),
+    ("The correct option is B.", "B", True, "correct option is"),
+    ("Option C is correct.", "C", True, "letter first"),
+    ("(D) is the correct answer.", "D", True, "parenthesised letter first"),
+    ("The answer is option B.", "B", True, "option word"),
+    ("Option C is correct.", "B", False, "letter first, other letter"),
+    # what follows the value in an answer line is not part of it, unless it is a hedge
+    ("The answer is 25 (since 5*5=25).", "25", True, "parenthetical remark"),
+    ("The answer is 4 (rounded to the nearest whole number).", "4", True, "parenthetical remark, words"),
+    ("The answer is 3 (or 4).", "3", False, "parenthetical hedge"),
+    # labels and colour inside the box
+    ("\\boxed{\\text{Answer: } 42}", "42", True, "label in text"),
+    ("\\boxed{Final answer: 42}", "42", True, "label"),
+    ("\\boxed{Answer: 43}", "42", False, "label, wrong"),
+    ("\\boxed{\\textcolor{red}{42}}", "42", True, "textcolor"),
+    ("\\boxed{\\color{blue}42}", "42", True, "color"),
+    # an angle marked in degrees equals the same angle in radians (a multiple of pi); a bare number does not
+    ("\\boxed{90^\\circ}", "\\frac{\\pi}{2}", True, "degrees for radians"),
+    ("\\boxed{\\frac{2\\pi}{3}}", "120^\\circ", True, "radians for degrees"),
+    ("\\boxed{60 degrees}", "\\frac{\\pi}{3}", True, "degrees in words"),
+    ("\\boxed{45^\\circ}", "\\frac{\\pi}{2}", False, "other angle"),
+    ("\\boxed{90}", "\\frac{\\pi}{2}", False, "a bare number is not in degrees"),
+    ("\\boxed{\\frac{\\pi}{2}}", "90", False, "a bare reference is not in degrees"),
+    # values of different variables are a system's solution: each variable gets its own value
+    ("\\boxed{x = 2, y = 1}", "x=1, y=2", False, "values swapped between variables"),
+    ("\\boxed{y = 2, x = 1}", "x=1, y=2", True, "variables in another order"),
+    ("\\boxed{(1, 2)}", "x=1, y=2", True, "unnamed values in the reference's order"),
+    ("\\boxed{2, 1}", "x=1, y=2", False, "unnamed values in another order"),
+    ("\\boxed{x=1, z=2}", "x=1, y=2", False, "another variable"),
+    ("\\boxed{a = 3, b = 2}", "a=2, b=3", False, "swapped, other letters"),
+    ("\\boxed{x_1 = 4, x_2 = 3}", "x_{1}=3, x_{2}=4", True, "numbered roots of one variable, any order"),
+    ("\\boxed{x=4, x=3}", "x=3, x=4", True, "roots, any order"),
+    # a qualifier before the value: "either 42 or 43" is a hedge, "approximately 42" states 42
+    ("Final answer: either 42 or 43", "43", False, "either-or hedge after an anchor"),
+    ("Final answer: either 42 or 43", "42", False, "either-or hedge, first value"),
+    ("The answer is approximately 42 cm.", "42", True, "approximately"),
+    # markup that does not change the value
+    ("\\boxed{\\underline{7}}", "7", True, "underline"),
+    ("\\boxed{\\bf 7}", "7", True, "bf switch"),
+    ("# 7", "7", True, "markdown heading"),
+    # the fallback joins values separated only by "or"/"and"/commas, as boxes are joined
+    ("The value is 3 or 4.", "4", False, "hedge in the fallback"),
+    ("The solutions are $x = 2$ and $x = 5$.", "5, 2", True, "two roots in the fallback"),
+    ("Adding 3 and 4 gives 7", "7", True, "values joined by words are not one answer"),
 ]
 
 
@@ -240,10 +332,15 @@ def test_policy_variant(response: str, reference: str, expected: bool, reason: s
         ("   ", "blank"),
         ("\\boxed{}", "empty box"),
         ("The answer depends on the figure, which is not shown here.", "prose with no value"),
+        ("None", "str(None) written by a data pipeline"),
+        ("NaN", "a missing number"),
+        ("N/A", "not applicable"),
+        ("$\\text{n/a}$", "not applicable, in text"),
+        ("?", "a question mark"),
     ],
 )
 def test_invalid_reference_never_pays(reference: str, reason: str) -> None:
-    for response in ("\\boxed{12}", "The answer is 12.", ""):
+    for response in ("\\boxed{12}", "The answer is 12.", "", f"\\boxed{{{reference}}}"):
         verdict = verify_math(response, reference)
         assert verdict.status is MathStatus.INVALID_GROUND_TRUTH, reason
         assert verdict.correct is None and verdict.reward is None

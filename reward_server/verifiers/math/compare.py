@@ -39,6 +39,8 @@ class Reference:
         members: the values a complete answer must give: one, or several for a list/set/``±`` reference.
         norm: the normalised answer as a whole (tuples, intervals, sets compare as one object).
         letter: the letter of a ``choice`` reference.
+        option: for a choice reference that states its option's value (``(D) 12``), that value, parsed.
+        labels: per member, the variable it is assigned to (``x = 1, y = 2``), or ``None``.
         invalid: why the reference has no value, or ``None``.
     """
 
@@ -49,6 +51,8 @@ class Reference:
     norm: str = ""
     letter: str | None = None
     invalid: str | None = None
+    option: Reference | None = None
+    labels: tuple[str | None, ...] = ()
 
     @property
     def shown(self) -> str:
@@ -117,21 +121,60 @@ def _expand_pm(s: str) -> list[str]:
     return _expand_pm(plus) + _expand_pm(minus)
 
 
-def _members(answer: str) -> list[str]:
-    """The values an answer gives: split a bare list, unwrap a set ``\\{...\\}``, expand ``±``."""
+def _labelled_members(answer: str) -> list[tuple[str | None, str]]:
+    """The values an answer gives, each with the variable it is assigned to (``x = 5`` -> (``x``, ``5``);
+    ``None`` when there is none): split a bare list, unwrap a set ``\\{...\\}``, expand ``±``."""
     s = answer.strip()
     if s.startswith("\\{") and s.endswith("\\}"):
         s = s[2:-2]
     parts = _split_top_level(s)
-    out: list[str] = []
+    out: list[tuple[str | None, str]] = []
     for p in parts:
         # "x = 5" gives the value 5; "y = 2x + 3" is an equation and stays one.
+        label = None
         m = _LEADING_VAR.match(p)
         if m and not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", p[m.end() :])):
+            label = re.sub(r"[\s{}]|=|\\in$", "", p[: m.end()])
             p = p[m.end() :]
         p = p.strip()
-        out.extend(x.strip() for x in _expand_pm(p))
-    return [p for p in out if p]
+        out.extend((label, x.strip()) for x in _expand_pm(p) if x.strip())
+    return out
+
+
+def _members(answer: str) -> list[str]:
+    """The values an answer gives (:func:`_labelled_members` without the variables)."""
+    return [value for _, value in _labelled_members(answer)]
+
+
+def _is_system(labels: Sequence[str | None]) -> bool:
+    """Values assigned to different variables (``x = 1, y = 2``): a solution of a system, not a set.
+    Numbered names of one variable (``x_1 = 3, x_2 = 4``) list roots, which may come in any order."""
+    if len(labels) < 2 or None in labels or len(set(labels)) != len(labels):
+        return False
+    bases = {str(label).split("_")[0] for label in labels}
+    return len(bases) == len(labels)
+
+
+def _system_match(ref: Reference, norm: str, options: MathOptions) -> tuple[bool, str | None]:
+    """Each variable of the reference's solution must get its value: by name when the answer names the
+    variables (in any order), else in the reference's order (``(1, 2)`` or ``1, 2`` for ``x=1, y=2``)."""
+    answer = _labelled_members(norm)
+    if len(answer) == 1 and answer[0][0] is None:
+        parts = _components(answer[0][1])
+        if parts is not None and parts[0].startswith("()"):
+            answer = [(None, p) for p in parts[1]]
+    if len(answer) != len(ref.members):
+        return False, f"the reference gives {len(ref.members)} variables; the answer gives {len(answer)} values"
+    if None not in (label for label, _ in answer):
+        by_label = dict(answer)
+        if set(by_label) != set(ref.labels):
+            return False, "the answer assigns other variables than the reference"
+        pairs = [(value, by_label[label]) for label, value in zip(ref.labels, ref.members, strict=True)]
+    else:
+        if any(a is not None and a != r for (a, _), r in zip(answer, ref.labels, strict=True)):
+            return False, "the answer assigns other variables than the reference"
+        pairs = [(value, a) for value, (_, a) in zip(ref.members, answer, strict=True)]
+    return all(_member_match(g, a, options) for g, a in pairs), None
 
 
 # Longest final answer compared (unless the reference is long too).
@@ -145,17 +188,31 @@ def _choice_letters(s: str) -> set[str]:
     return set(_CHOICE_TOKEN.findall(_unwrap_text_commands(s)))
 
 
-def _choice_letter(s: str) -> str | None:
-    s = _unwrap_text_commands(s.strip()).strip().strip("*").strip().rstrip(".").strip()
+_TEX_SPACE = re.compile(r"\\[,;:!> ]|\\q?quad(?![A-Za-z])|~")
+_OPTION_WORD = re.compile(r"^\s*(?:option|choice)\s+(?=\(?[A-J]\b)", re.IGNORECASE)
+
+
+def _choice_split(s: str) -> tuple[str, str] | None:
+    r"""A choice letter and the option's text after it: ``(D) 12`` -> (``D``, ``12``); ``B`` -> (``B``, ``""``).
+
+    ``\textbf{(D)}\ 12`` (AMC), ``B. 12``, ``C) 14``, ``option B`` all name a letter; ``A = 5`` or ``B^2`` do not.
+    """
+    s = _TEX_SPACE.sub(" ", _unwrap_text_commands(s.strip()))
+    s = _OPTION_WORD.sub("", s.strip().strip("*").strip().rstrip(".").strip())
     m = _MC_LETTER.match(s)
     if not m:
         return None
     letter = m.group(1) or m.group(2)
     rest = s[m.end(1) if m.group(1) else m.end(2) :]
-    # "A" alone, "(B)", "C)", "(D) 12" are letters; "A = 5" or "B^2" are not.
-    if re.match(r"^\s*\)?\s*[.:]?\s*$", rest) or re.match(r"^\s*\)\s", rest):
-        return letter
-    return None
+    if re.match(r"^\s*\)?\s*[.:]?\s*$", rest):
+        return letter, ""
+    option = re.match(r"^\s*(?:\)\s*[.:]?|[.:])\s+(\S.*)$", rest, re.DOTALL)
+    return (letter, option.group(1).strip()) if option else None
+
+
+def _choice_letter(s: str) -> str | None:
+    split = _choice_split(s)
+    return split[0] if split else None
 
 
 def _looks_like_prose(s: str) -> bool:
@@ -175,15 +232,25 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     answer_text = _reference_answer_text(raw)
     if not answer_text.strip():
         return Reference(raw, "", "math", (), invalid="the reference answer is empty")
-    letter = _choice_letter(normalize_unicode(_strip_math_delimiters(answer_text)))
-    if letter is not None:
-        return Reference(raw, answer_text, "choice", (letter,), letter=letter)
+    if _PLACEHOLDER.fullmatch(_unwrap_text_commands(_strip_math_delimiters(answer_text)).strip()):
+        # What a data pipeline writes for a missing value (str(None), NaN): no answer to compare with, and
+        # a response that writes the same placeholder must not be paid.
+        return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text!r} is a placeholder")
+    choice = _choice_split(normalize_unicode(_strip_math_delimiters(answer_text)))
+    if choice is not None:
+        letter, option_text = choice
+        # "$\textbf{(D)}\ 12$": the letter, and the option's value, which an answer may give instead.
+        option = parse_reference(option_text, options) if option_text else None
+        if option is not None and (option.invalid or option.kind == "choice"):
+            option = None
+        return Reference(raw, answer_text, "choice", (letter,), letter=letter, option=option)
     norm = normalize_answer(answer_text)
     if not norm:
         return Reference(raw, answer_text, "math", (), invalid="the reference answer is empty")
     if _looks_like_prose(norm):
         return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
-    members = _members(norm)
+    labelled = _labelled_members(norm)
+    members = [value for _, value in labelled]
     if _is_word_answer(norm):
         return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
     if not _has_a_value(members, norm):
@@ -191,8 +258,11 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
         if re.fullmatch(r"[A-Za-z][A-Za-z '\-]{0,40}", plain) and len(plain.split()) <= 3:
             return Reference(raw, answer_text, "text", (plain.lower(),), norm)
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
-    return Reference(raw, answer_text, "math", tuple(members), norm)
+    labels = tuple(label for label, _ in labelled)
+    return Reference(raw, answer_text, "math", tuple(members), norm, labels=labels)
 
+
+_PLACEHOLDER = re.compile(r"none|null|nil|nan|n/?a|tbd|\?+|-+|_+", re.IGNORECASE)
 
 _MATHY = re.compile(r"\d|\\(?:frac|sqrt|pi|infty|begin|cup|cap|le|ge|ne|pm|sin|cos|tan|log|ln)(?![A-Za-z])|[=^_<>]")
 
@@ -478,9 +548,15 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
             return False, f"the answer names {len(named)} choices ({', '.join(sorted(named))}): a hedge"
         letter = _choice_letter(text)
         if letter is None:
-            # "\boxed{12}" for a letter reference: not a letter, so not the choice.
+            if ref.option is not None and not named:
+                # The reference states its option's value ("(D) 12"): the value is that choice.
+                return answers_match(ref.option, answer, options)
+            # "\boxed{12}" for a bare letter reference: not a letter, so not the choice.
             return False, "the reference is a multiple-choice letter; the answer is not a letter"
         return letter == ref.letter, None
+    labelled = _choice_split(normalize_unicode(_strip_math_delimiters(answer)))
+    if labelled is not None and labelled[1]:
+        answer = labelled[1]  # "(A) \frac{1}{2}" for a value reference: the option's value is the answer
     if len(answer) > max(_MAX_ANSWER_CHARS, 4 * len(ref.answer)):
         # A degenerate answer ("1+1+...+1", a looping sentence in a box) is wrong, not a sympy job.
         return False, f"the final answer is {len(answer)} characters long; answers this long are not compared"
@@ -493,18 +569,43 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
         return False, "the final answer is empty after normalisation"
     if len(ref.members) == 1:
         if len(members) == 1:
-            return _member_match(ref.members[0], members[0], options), None
+            if _member_match(ref.members[0], members[0], options):
+                return True, None
+            converted = _in_reference_angle_unit(ref, answer, members[0])
+            if converted is not None and _member_match(ref.members[0], converted, options):
+                return True, "the answer is the same angle in the other unit (degrees/radians)"
+            return False, None
         # Several values for a single-valued reference: right only if the answer as a whole is one object
         # equal to it (a tuple or interval written with commas), never as a hedge.
         if _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
             return True, None
         return False, f"the final answer gives {len(members)} different values for a single-valued reference"
+    if _is_system(ref.labels):
+        return _system_match(ref, norm, options)
     # A list/set/± reference: all of its members, in any order, and nothing else.
     if len(members) != len(ref.members):
         if len(members) == 1 and _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
             return True, None
         return False, f"the reference has {len(ref.members)} values; the answer gives {len(members)}"
     return _perfect_matching(ref, members, options), None
+
+
+_DEGREE_MARK = re.compile(r"\^\s*\{?\s*\\circ|\\degree|°|\bdeg(?:rees?)?\b", re.IGNORECASE)
+
+
+def _in_reference_angle_unit(ref: Reference, raw_answer: str, answer: str) -> str | None:
+    r"""The answer converted to the reference's angle unit, when exactly one side is marked in degrees and
+    the other is a multiple of π (radians): ``90^\circ`` is ``\frac{\pi}{2}``. ``None`` otherwise: a bare
+    ``90`` is not an angle in degrees, so it never equals ``\frac{\pi}{2}``."""
+    ref_degrees = bool(_DEGREE_MARK.search(ref.answer))
+    answer_degrees = bool(_DEGREE_MARK.search(raw_answer))
+    if ref_degrees == answer_degrees:
+        return None
+    if ref_degrees and "\\pi" in answer and "\\pi" not in ref.members[0]:
+        return f"\\frac{{180 ({answer})}}{{\\pi}}"
+    if answer_degrees and "\\pi" in ref.members[0] and "\\pi" not in answer:
+        return f"\\frac{{({answer}) \\pi}}{{180}}"
+    return None
 
 
 def _perfect_matching(ref: Reference, members: list[str], options: MathOptions) -> bool:

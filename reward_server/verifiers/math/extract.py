@@ -10,38 +10,57 @@ from dataclasses import dataclass
 from reward_server.verifiers.math.text import (
     _find_boxes,
     _strip_math_delimiters,
+    normalize_unicode,
 )
 
-# What may stand between two boxes of one final answer: "\boxed{2}, \boxed{5} and \boxed{11}".
+# What may stand between two boxes of one final answer: "\boxed{2}, \boxed{5} and \boxed{11}", and the
+# hedges "\boxed{3} (or maybe \boxed{4})", "\boxed{3}, possibly \boxed{4}": joined, they give two values,
+# which is wrong for a single-valued reference. A correction ("\boxed{3}, no wait, \boxed{4}") has other
+# words in between and is not joined.
+_JOIN_WORDS = r"\b(?:and|or|maybe|perhaps|possibly|alternatively|either)\b"
 _BOX_SEPARATOR = re.compile(
-    r"^(?:\s|[,;.$&]|\\[()\[\]]|\\q?quad|\\text\{\s*(?:and|or|,)?\s*\}|\b(?:and|or)\b)*$", re.IGNORECASE
+    rf"^(?:\s|[,;.$&()]|\\[()\[\]]|\\q?quad|\\text\{{(?:\s|,|{_JOIN_WORDS})*\}}|{_JOIN_WORDS})*$", re.IGNORECASE
 )
 _THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think\s*>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
 # "final answer is", "the answer is", "Answer:", "answer =", "#### 42".
+# Also "the correct option is B", "answer choice: (C)".
 _ANCHOR = re.compile(
-    r"(?:final\s+answers?\s*(?:is|are|:|=|-)?|\banswers?\s*(?:is|are|:|=)|^\s*#{4}(?!#))\s*[:=]?",
+    r"(?:final\s+answers?\s*(?:is|are|:|=|-)?|\banswers?\s*(?:is|are|:|=)|^\s*#{4}(?!#)"
+    r"|\b(?:correct|right|best)\s+(?:option|choice)\s*(?:is|:)|\banswer\s+(?:choice|option)\s*(?:is|:))\s*[:=]?",
     re.IGNORECASE | re.MULTILINE,
+)
+# A choice named as the right one, with the letter first: "Option B is correct", "(C) is the right answer".
+_CHOICE_STATEMENT = re.compile(
+    r"(?:\b(?:option|choice)\s+\(?([A-J])\)?|\(([A-J])\)|\b([A-J])\b(?=\s+is\s+the\s))\s+is\s+(?:the\s+)?"
+    r"(?:correct|right)\b",
+    re.IGNORECASE,
 )
 # Math delimiters, scanned once left to right (a lazy ".+?" per opener is quadratic on unclosed ones).
 _DELIMITER = re.compile(r"\\\$|\$\$|\\\[|\\\]|\\\(|\\\)|\$")
 _CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
+# Not an exponent or subscript: "1,000.99 m^{2}" (also from "m²") ends in the value, not in 2.
+_NOT_EXPONENT = r"(?<![\w.^_])(?<!\^\{)(?<!_\{)"
 _NUMBER = re.compile(
-    r"(?<![\w.])[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d,])|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|\d+)(?:\.\d+)?"
-    r"(?:\s*/\s*\d+)?(?:\s*(?:%|percent\b))?|(?<![\w.])[-+]?\.\d+"
+    _NOT_EXPONENT + r"[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d,])|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|\d+)(?:\.\d+)?"
+    r"(?:\s*/\s*\d+)?(?:\s*(?:%|percent\b))?|" + _NOT_EXPONENT + r"[-+]?\.\d+"
 )
 _BARE_LATEX_VALUE = re.compile(
-    r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}|-?\d+(?:\.\d+)?\^\{[^{}]*\}|-?\d+\^\d"
+    r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}|-?\d+(?:\.\d+)?\^\{[^{}]*\}|-?\d+\^-?\d+"
 )
-_MD_NOISE = re.compile(r"\*\*|__|`|^[>\s]+")
+_MD_NOISE = re.compile(r"\*\*|__|`|^[>\s]+|^#{1,3}\s+")
 _EQUALS = re.compile(r"(?<![<>!\\:])=(?!=)")
 _SIMPLE_LHS = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?(?:\([^()]*\))?|\\[A-Za-z]+(?:_\{?\w+\}?)?)\s*$")
 _VERB = re.compile(r"\s(?:is|are|equals|was|becomes)\s", re.IGNORECASE)
 # A clause that states a value starts with one: a number, math, a letter choice, "x = ...".
 _STARTS_WITH_VALUE = re.compile(
-    r"^(?:[-+]?\.?\d|\$|\\[\[(A-Za-z]|[(\[{]|[A-Za-z](?:_\w+)?\s*=|[A-J](?:[).:,]|\s*$|\s+(?:or|and)\s))"
+    r"^(?:[-+]?\s?\.?\d|\$|\\[\[(A-Za-z]|[(\[{]|[A-Za-z](?:_\w+)?\s*=|[A-J](?:[).:,]|\s*$|\s+(?:or|and)\s))"
+)
+_QUALIFIER = re.compile(
+    r"^(?:(?:either|maybe|perhaps|possibly|probably|approximately|about|around|roughly|exactly|just|only)\s+)+",
+    re.IGNORECASE,
 )
 # Longest clause read after an anchor: a line, not a book.
 _MAX_CLAUSE_CHARS = 1000
@@ -66,6 +85,14 @@ class Extraction:
         return ", ".join(self.parts) if self.parts else None
 
 
+_INVISIBLE = re.compile(r"\\(?:text|mathrm|mbox|textbf|mathbf)\s*\{\s*\}|\\[,;:! ]|\\q?quad(?![A-Za-z])|~|[{}\s]")
+
+
+def _blank(content: str) -> bool:
+    """Does a box show nothing? ``\\boxed{}``, ``\\boxed{\\text{}}``, ``\\boxed{\\quad}``, ``\\boxed{{}}``."""
+    return not _INVISIBLE.sub("", content)
+
+
 def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal: bool = False) -> Extraction:
     """The final answer given by the last box, with the boxes joined to it.
 
@@ -76,7 +103,7 @@ def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal:
     start, _end, content = boxes[-1]
     if content is None:
         return Extraction(detail="the last \\boxed{ is never closed")
-    if not content.strip():
+    if _blank(content):
         return Extraction(detail="the last \\boxed{} is empty")
     parts = [content.strip()]
     for prev_start, prev_end, prev_content in reversed(boxes[:-1]):
@@ -87,7 +114,7 @@ def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal:
             and re.search(r",|;|\b(?:and|or)\b", between)
             and not re.search(r"[.!?]\s|\n\s*\n", between)
         )
-        if prev_content is None or not prev_content.strip() or not joined:
+        if prev_content is None or _blank(prev_content) or not joined:
             break
         parts.append(prev_content.strip())
         start = prev_start
@@ -203,7 +230,10 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
     line = re.split(r"</?[A-Za-z][\w-]*\s*>", line, maxsplit=1)[0]  # "42</answer>": a tag ends it
     spans = _math_spans(line)
     # The first sentence only: a period followed by a space or the end (not a decimal point), outside math.
-    for m in re.finditer(r"\.(?:\s|$)|[!?;](?:\s|$)|\s(?:because|since|which|as)\s", line):
+    # A parenthetical remark ("25 (since 5*5=25)") ends it too, but not a hedge ("3 (or 4)").
+    for m in re.finditer(
+        r"\.(?:\s|$)|[!?;](?:\s|$)|\s(?:because|since|which|as)\s|\s\((?!\s*(?:or|and)\b)[A-Za-z]{2,}\b", line
+    ):
         if _outside(spans, m.start()):
             line = line[: m.start()]
             break
@@ -211,6 +241,8 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
     if verbs:
         line = line[verbs[-1].end() :]
     line = line.strip().rstrip(".").strip()
+    # "either 42 or 43" is the hedge "42 or 43"; "approximately 42" states 42.
+    line = _QUALIFIER.sub("", line)
     if not line:
         return None
     if not _STARTS_WITH_VALUE.match(line):
@@ -224,9 +256,14 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
     return _result_side(line) or None
 
 
+# What joins the fallback's last value to earlier ones into one answer: "3 or 4", "$x=2$ and $x=5$".
+_VALUE_SEPARATOR = re.compile(r"^\s*(?:,|;|\bor\b|\band\b|,\s*(?:or|and)\b)\s*$", re.IGNORECASE)
+
+
 def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
-    """The last number or LaTeX value of the text, whichever ends last (the longest, on a tie); a short
-    text with no words (``\\frac{10}{9}``) is the answer as a whole. Linear in the text's length."""
+    """The last number or LaTeX value of the text, whichever ends last (the longest, on a tie), with the
+    values joined to it by ``,``/``or``/``and`` ("3 or 4" is a hedge, "$x=2$ and $x=5$" two roots); a
+    short text with no words (``\\frac{10}{9}``) is the answer as a whole. Linear in the text's length."""
     stripped = _MD_NOISE.sub("", text).strip()
     if whole_if_short and len(stripped) <= 60 and "\n" not in stripped and _word_count(stripped) == 0:
         stripped = _strip_math_delimiters(stripped.rstrip(".").strip())
@@ -234,18 +271,24 @@ def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
             return _result_side(stripped)
     spans = _math_spans(text)
     starts = [sp.start for sp in spans]
-    best: tuple[int, int, str] | None = None  # (end, -start, candidate)
-    for sp in spans:
-        best = max(best, (sp.end, -sp.start, sp.content)) if best else (sp.end, -sp.start, sp.content)
+    cands: list[tuple[int, int, str]] = [(sp.end, -sp.start, sp.content) for sp in spans]  # (end, -start, text)
     for pattern in (_NUMBER, _BARE_LATEX_VALUE):
         for m in pattern.finditer(text):
-            if not _outside(spans, m.start(), starts):
-                continue  # inside a math span, which is a candidate as a whole
-            cand = (m.end(), -m.start(), m.group(0))
-            best = max(best, cand) if best else cand
-    if best is None:
+            if _outside(spans, m.start(), starts):  # inside a math span, the span is the candidate as a whole
+                cands.append((m.end(), -m.start(), m.group(0)))
+    if not cands:
         return None
-    return _result_side(best[2]) or None
+    cands.sort()
+    last = cands[-1]
+    values = [_result_side(last[2])]
+    for cand in reversed(cands[:-1]):
+        if cand[0] > -last[1]:
+            continue  # overlaps the value already taken ("2" inside "2^{10}")
+        if not _VALUE_SEPARATOR.match(text[cand[0] : -last[1]]):
+            break
+        values.append(_result_side(cand[2]))
+        last = cand
+    return ", ".join(v for v in reversed(values) if v) or None
 
 
 def _final_text(response: str) -> tuple[str, str | None]:
@@ -303,6 +346,9 @@ def extract_final_answer(response: str, *, fallback: bool = True) -> Extraction:
     text, why = _final_text(response)
     if why:
         return Extraction(detail=why)
+    # Before anything reads the text: "The answer is −5" (U+2212) states -5, and the fallback's number
+    # pattern only knows the ASCII minus, so an unnormalised sign would be silently dropped.
+    text = normalize_unicode(text)
 
     boxes = _find_boxes(text)
     candidates: list[tuple[int, Extraction]] = []
@@ -319,6 +365,10 @@ def extract_final_answer(response: str, *, fallback: bool = True) -> Extraction:
         candidates.append((len(text), Extraction(parts=(anchored,), source="anchor")))
     if candidates:
         return max(candidates, key=lambda c: c[0])[1]
+    statements = list(_CHOICE_STATEMENT.finditer(text))
+    if statements:
+        letter = next(g for g in statements[-1].groups() if g)
+        return Extraction(parts=(letter.upper(),), source="anchor")
     if fallback:
         found = _fallback(text)
         if found:

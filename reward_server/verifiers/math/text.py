@@ -12,6 +12,8 @@ _UNICODE_MATH = {
     "\u2212": "-",  # minus sign
     "\u2013": "-",  # en dash used as minus
     "\u2012": "-",
+    "\u2010": "-",  # hyphen and non-breaking hyphen, written by some tokenizers for a minus
+    "\u2011": "-",
     "\ufe63": "-",
     "\uff0d": "-",
     "\u00d7": r"\times ",
@@ -138,13 +140,27 @@ _MIXED_PLAIN = re.compile(r"(?<![\d./^])(-?)(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d./])"
 _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
 # TeX takes one token as the argument: "\sqrt3" is \sqrt{3}, "\sqrt 23" is \sqrt{2}3.
 _SQRT_SHORT = re.compile(r"\\sqrt\s*([0-9A-Za-z])")
-_SINGLE_LETTER_TEXT = re.compile(r"\\(?:mathrm|mathit|text|operatorname|mathbf)\s*\{\s*([A-Za-z])\s*\}")
+_SINGLE_LETTER_TEXT = re.compile(r"\\(?:mathrm|mathit|text|operatorname|mathbf)\s*\{(\s*)([A-Za-z])\s*\}")
+# "\text{5 apples}", "\text{12 cm}": a value written inside a text command as a whole.
+_TEXT_WITH_VALUE = re.compile(r"^\\(?:text|textbf|textrm|mbox|mathrm)\s*\{\s*([-+]?\s*[\d.][^{}]*)\}$")
 _FRAC_HALF_SHORT = re.compile(r"\\frac\s*(\d)\s*(\{)|\\frac\s*(\{[^{}]*\})\s*(\d)")
 _DFRAC = re.compile(r"\\[dtc]frac")
 _EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
+# Colour and invisible spacing change how an answer looks, not its value: "\color{red}42", "\textcolor{red}{42}".
+_COSMETIC = re.compile(
+    r"\\color\s*\{[^{}]*\}|\\textcolor\s*\{[^{}]*\}|\\[hv]?phantom\s*\{[^{}]*\}|\\(?:bf|rm|it|sf|tt)(?![A-Za-z])\s*"
+)
+# A label inside the box: "\boxed{\text{Answer: } 42}", "\boxed{Final answer: 42}".
+_ANSWER_LABEL = re.compile(
+    r"^\s*(?:\\text(?:bf)?\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\s*\}"
+    r"|(?:the\s+)?(?:final\s+)?answer\s*(?:is\s*:?|:))\s*",
+    re.IGNORECASE,
+)
 # "\approx 42" as a whole answer states 42.
 _LEADING_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|\\simeq|\\thickapprox)\s*")
-_TEXT_NO_LETTERS = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\s*\{([^{}A-Za-z]*)\}")
+_TEXT_NO_LETTERS = re.compile(
+    r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|underline|boldsymbol|bm|emph)\s*\{([^{}A-Za-z]*)\}"
+)
 _LEADING_VAR = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?=[^=]+$)")
 _MC_LETTER = re.compile(
     r"^\s*(?:\\text(?:bf)?\{\s*)?(?:\(\s*([A-J])\s*\)|([A-J])\s*[).:]?)(?:\s*\})?(?:\s.*)?$", re.DOTALL
@@ -184,11 +200,16 @@ def normalize_answer(s: str) -> str:
     s = _strip_outer_boxes(_strip_math_delimiters(s))
     s = _strip_math_delimiters(s)
     s = s.replace("\\displaystyle", "").replace("\\mathdollar", "")
+    s = _COSMETIC.sub("", s)
+    s = _ANSWER_LABEL.sub("", s)
     s = _EMPTY_SET.sub(r"\\emptyset", s)
     s = _LEADING_APPROX.sub("", s)
     s = _TEXT_NO_LETTERS.sub(r"\1", s)
+    s = _TEXT_WITH_VALUE.sub(r"\1", s.strip())
     if _SINGLE_LETTER_TEXT.search(s) and not _SINGLE_LETTER_TEXT.fullmatch(s.strip()):
-        s = _SINGLE_LETTER_TEXT.sub(r"\1", s)  # "1 - \frac{1}{\mathrm{e}}": a constant, not a word
+        # "1 - \frac{1}{\mathrm{e}}": a constant, not a word. A space before it stays, so "5\text{ m}" is
+        # the unit m after 5, not the product 5m.
+        s = _SINGLE_LETTER_TEXT.sub(lambda m: (" " if m.group(1) else "") + m.group(2), s)
     s = _DFRAC.sub(r"\\frac", s)
     s = _LEFT_RIGHT.sub("", s)
     # "11,\! 111,\! 100": a comma followed by a negative thin space is a thousands separator.
@@ -232,10 +253,31 @@ def _mixed_to_frac(m: re.Match[str]) -> str:
 _UNIT_TEXT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}(?:\s*\^\s*\{?\d\}?)?\s*$")
 
 
+# Unit symbols, also one-letter ones and their products, quotients and powers ("m/s^2", "cm^{3}", "kg*m").
+# Only known symbols: "3 x^2" is an expression, "3 m^2" an area. A one-letter unit must be set apart by a
+# space ("5 m"; "5m" may be the product 5m).
+_UNIT_SYMBOL = (
+    r"(?:[kcmμnd]?m|[km]?g|m?s|min|h|hr|hrs|[mk]?L|ml|[kM]?N|[kM]?J|[kM]?W|V|m?A|K|[kM]?Pa|[kMG]?Hz|mph|kph|km/h"
+    r"|ft|in|yd|mi|lbs?|oz|sec|cal|kcal|mol|cc)"
+)
+_UNIT_POWER = rf"{_UNIT_SYMBOL}(?:\s*\^\s*(?:\{{\s*-?\d\s*\}}|-?\d))?"
+_TRAILING_UNIT = re.compile(
+    rf"(?<=[\d}}.])(?P<gap>(?:\s|\\[,;: ]|~)*)(?P<unit>{_UNIT_POWER}(?:\s*(?:/|\\cdot|\*)\s*{_UNIT_POWER})*)\s*$"
+)
+
+
+def _drop_unit_symbol(s: str) -> str:
+    m = _TRAILING_UNIT.search(s)
+    if m is None or (not m.group("gap") and re.fullmatch(r"[A-Za-z]", m.group("unit"))):
+        return s
+    return s[: m.start()]
+
+
 def _strip_units(s: str) -> str:
     for _ in range(3):
         t = _UNIT_TEXT.sub("", s)
         t = _TRAILING_WORDS.sub("", t) if re.search(r"\d", t) else t
+        t = _drop_unit_symbol(t)
         t = t.strip()
         if not t or t == s:
             break
@@ -306,7 +348,9 @@ def parse_number(s: str) -> Num | None:
         if mant is None:
             return None
         scale = Fraction(10) ** exp_i
-        return Num(mant.value * scale, (mant.quantum or Fraction(1)) * scale, percent)
+        # "1.5\times10^{-10}" is rounded at its mantissa's last place; "3\times10^{8}" has an integer
+        # mantissa and is exact, like the integer 300000000 (so 3.1\times10^8 is not it).
+        return Num(mant.value * scale, mant.quantum * scale if mant.quantum else None, percent)
     return None
 
 
