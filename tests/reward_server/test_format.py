@@ -295,6 +295,18 @@ def test_code_spans_lines_and_fences_as_commonmark() -> None:
     assert [text[a:b] for a, b in code_spans(text)] == ["``` a ` b ```"]
 
 
+def test_prose_fences_for_the_language_check_only() -> None:
+    text = "a\n```text\nprose `x`\n```\n```\nunclosed `y`"
+    # The format check: CommonMark, every fence is code to its close (or the end).
+    assert [text[a:b] for a, b in code_spans(text)] == ["```text\nprose `x`\n```", "```\nunclosed `y`"]
+    # The language check: a prose fence and an unclosed one give their fence lines; their bodies are text.
+    spans = [text[a:b] for a, b in code_spans(text, prose_fences=True)]
+    assert spans == ["```text", "`x`", "```", "```", "`y`"]
+    # A tag in a prose fence is still text to the format check.
+    completion = "<think>\n```text\n</think>\n```\nreal thinking</think><answer>9</answer>"
+    assert score_format(completion, STRICT).score == 1.0
+
+
 def test_inline_spans_pair_each_run_with_the_next_of_its_width() -> None:
     text = "`a ``b`` c` ``` d ``x"
     assert [text[a:b] for a, b in code_spans(text)] == ["`a ``b`` c`"]
