@@ -148,11 +148,13 @@ class Tag:
 def find_tags(text: str, name: str, spans: list[tuple[int, int]]) -> list[Tag]:
     """Every ``<name>`` and ``</name>`` in ``text`` outside the code ``spans``, in order.
 
-    Matching ignores case and blanks inside the brackets, so ``<Think >`` is found (and reported as
-    non-canonical) instead of passing as plain text.
+    Matching ignores case, blanks inside the brackets, attributes and a self-closing slash, so ``<Think >``,
+    ``<think type="x">`` and ``<think/>`` are found (and reported as non-canonical) instead of passing as
+    plain text.
     """
     # Possessive blanks: with plain ``\s*(/?)\s*`` a ``<`` followed by n blanks backtracks n^2/2 times.
-    pattern = re.compile(r"<\s*+(/?)\s*+" + re.escape(name) + r"\s*+>", re.IGNORECASE)
+    # Attributes are bounded (256 characters, no "<" or ">"), so each "<name" costs a bounded look-ahead.
+    pattern = re.compile(r"<\s*+(/?)\s*+" + re.escape(name) + r"(?:[\s/][^<>]{0,256})?>", re.IGNORECASE)
     tags = []
     for match in pattern.finditer(text):
         if in_spans(match.start(), spans):
