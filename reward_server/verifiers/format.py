@@ -95,6 +95,13 @@ def _one(tags: list[Tag], closing: bool) -> Tag | None:
     return found[0] if len(found) == 1 and found[0].canonical else None
 
 
+def _found(tags: list[Tag], closing: bool) -> str:
+    """How many tags of that kind there are, and how many of them are misspelled (``<THINK>``, attributes)."""
+    found = [t for t in tags if t.closing == closing]
+    odd = sum(not t.canonical for t in found)
+    return f"found {len(found)}" + (f" ({odd} misspelled: case, blanks, attributes or '/>')" if odd else "")
+
+
 def check_format(response: str, params: FormatParams) -> FormatReport:
     """Check ``response`` against the layout that ``params`` describes, check by check.
 
@@ -128,7 +135,6 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
 
     think_name, answer_name = f"<{params.think_tag}>", f"<{params.answer_tag}>"
     n_open = sum(not t.closing for t in think)
-    n_close = sum(t.closing for t in think)
     opener = _one(think, closing=False)
     closer = _one(think, closing=True)
     if params.think_prefilled:
@@ -141,17 +147,21 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
         check(
             "think_open",
             opener is not None and _is_blank(response[: opener.start]),
-            f"expected one {think_name} at the start, found {n_open} opening tag(s)"
-            + (" after other text" if opener is not None else ""),
+            f"expected one {think_name} at the start, "
+            + ("found it after other text" if opener is not None else _found(think, closing=False)),
         )
     if closer is not None and closer.start < start:
         closer = None
-    check("think_close", closer is not None, f"expected one </{params.think_tag}> after it, found {n_close}")
+    check("think_close", closer is not None, f"expected one </{params.think_tag}> after it, {_found(think, True)}")
+    # Without one closing tag in place, where the thinking ends and the answer starts is unknown, so the
+    # checks that need that boundary fail, all for that one reason (not "the thinking is empty" or "found no
+    # answer tag" when there is thinking and an answer tag).
+    unbounded = f"without one </{params.think_tag}> the thinking and the answer cannot be told apart"
     thinking = response[start : closer.start] if closer is not None else ""
     check(
         "think_nonempty",
         sum(1 for _ in islice(_NON_BLANK.finditer(thinking), params.min_think_chars)) >= params.min_think_chars,
-        f"the thinking is empty (fewer than {params.min_think_chars} non-blank characters)",
+        f"the thinking is empty (fewer than {params.min_think_chars} non-blank characters)" if closer else unbounded,
     )
 
     answer: str | None = None
@@ -165,19 +175,25 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
         check(
             "answer_open",
             a_open is not None,
-            f"expected one {answer_name} after the thinking, found {sum(not t.closing for t in answer_tags)}",
+            f"expected one {answer_name} after the thinking, {_found(answer_tags, False)}" if closer else unbounded,
         )
         check(
             "answer_close",
             a_close is not None,
-            f"expected one </{params.answer_tag}> after it, found {sum(t.closing for t in answer_tags)}",
+            f"expected one </{params.answer_tag}> after one {answer_name}, {_found(answer_tags, True)}"
+            if closer
+            else unbounded,
         )
         if a_open is not None and a_close is not None:
             answer = _strip_blank(response[a_open.end : a_close.start])
             stray = response[after : a_open.start] + response[a_close.end : max(body_end, a_close.end)]
         else:
             stray = ""
-        check("answer_nonempty", bool(answer), "the answer is empty")
+        check(
+            "answer_nonempty",
+            bool(answer),
+            "the answer is empty" if a_open and a_close else "no answer tags in place" if closer else unbounded,
+        )
         stray_blank = _is_blank(stray)
         check(
             "nothing_else",
@@ -186,11 +202,10 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
         )
     else:
         # The bare layout: the answer is all that follows </think>, so the tag checks ask only for that.
-        no_place = f"no </{params.think_tag}> for the answer to follow"
-        check("answer_open", closer is not None, no_place)
-        check("answer_close", closer is not None, no_place)
+        check("answer_open", closer is not None, unbounded)
+        check("answer_close", closer is not None, unbounded)
         answer = _strip_blank(response[after:body_end]) if closer is not None else None
-        check("answer_nonempty", bool(answer), "no answer after the thinking")
+        check("answer_nonempty", bool(answer), "no answer after the thinking" if closer else unbounded)
         check("nothing_else", not past_turn, "text after an end-of-turn token")
 
     ok = all(checks.values())

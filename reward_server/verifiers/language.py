@@ -7,14 +7,17 @@ language words in the CoT". What that needs, and what is chosen here:
 think tag (:func:`reward_server.verifiers.markup.chain_of_thought`). Inside it, these count for no
 language, neither for nor against: fenced and inline code, code lines without fences (a line that starts
 with a code keyword and ends in ``:``/``{``/``;`` or has ``(``/``=``, a line dense in code symbols, and the
-indented lines under such a line), math (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``, and
+indented lines under such a line), markup tags, math (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``, and
 ``\\begin{env}…\\end{env}`` for the math environments: ``equation``, ``align``, ``gather``, ``cases``,
 the matrices, ``array`` ..., starred or not), URLs and e-mail addresses, and any token with a digit or a
 character other than a letter, apostrophe or hyphen (numbers, file paths, ``snake_case``, ``a.b``,
 ``f(x)``, ``\\frac``), plus ``camelCase`` words, all-capital acronyms and one-letter words (as often a
 variable as a word).
 
-Two exceptions keep prose from hiding there. The argument of ``\\text{…}`` (and ``\\textrm``,
+Several exceptions keep prose from hiding there. A code-looking line with a sentence's worth of prose
+words and no mark of code is prose (raw math in a sentence: "Если x = 2, то f(x) = 6"). A fence that is
+never closed, or is labelled as prose (````text``), is read as unfenced text. A line in capitals is
+shouted prose, not a row of acronyms. The argument of ``\\text{…}`` (and ``\\textrm``,
 ``\\textbf``, ``\\mbox``, ``\\intertext`` ...) inside math is prose, and so is the body of any other
 environment (``proof``, ``itemize``...). And a Han or kana character is a word wherever it stands outside
 fenced code, inline code and math: glued into an identifier, a number, a URL, an e-mail address or an
@@ -61,7 +64,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -228,23 +231,59 @@ _LAST_BLANK = regex.compile(r"(?r)\s")  # searched backwards
 _URLS = re.compile(
     r"\b(?:[a-z][a-z0-9+.-]{0,31}://|www\.)\S+|\b[\w.+-]{1,64}@[\w-]{1,63}+(?:\.[\w-]{1,63}+)++", re.IGNORECASE
 )
-_CODE_KEYWORD = re.compile(
-    r"^\s*(?:def|class|return|import|from|elif|else|try|except|finally|raise|lambda|print|function|const|let|"
-    r"var|fn|func|pub|public|private|protected|static|void|int|long|double|float|bool|char|auto|struct|enum|"
-    r"package|using|namespace|template|for|while|if|switch|case|#include|#define|@\w+)\b"
-)
+_KEYWORDS = frozenset(
+    {
+        "def", "class", "return", "import", "from", "elif", "else", "try", "except", "finally", "raise", "lambda",
+        "print", "function", "const", "let", "var", "fn", "func", "pub", "public", "private", "protected",
+        "static", "void", "int", "long", "double", "float", "bool", "char", "auto", "struct", "enum", "package",
+        "using", "namespace", "template", "for", "while", "if", "switch", "case",
+    }
+)  # fmt: skip
+_CODE_KEYWORD = re.compile(r"^\s*(?:" + "|".join(sorted(_KEYWORDS)) + r"|#include|#define|@\w+)\b")
+# A markup tag such as "<answer>" or "</think>" (in a completion without think tags, or left in code that the
+# format check skipped) is layout, not a word.
+_MARKUP_TAG = re.compile(r"</?[A-Za-z][\w.:-]{0,31}\s*/?>")
 _CODE_SYMBOLS = frozenset("=(){}[];<>+*/%&|^~!")
+# Marks of code that mathematics written inline does not use (not "!=", "||", "=>" or "->": math in ASCII
+# writes those for "not equal", a norm, "implies" and a limit).
+_CODE_MARKER = re.compile(r";\s*\}?\s*$|\{\s*$|^\s*\}|==|\+=|-=|\*=|/=|&&|\w\.\w+\(")
+_PROSE_WORD = regex.compile(r"^\p{L}[\p{L}\p{M}'’\-‐]*\p{L}$")
+# A line that is dense in symbols but has at least this many prose words, and none of the marks of code, is
+# prose: "If x = 2, then f(x) = 6, so the slope is six" is as dense in symbols as code, but code has one
+# or two bare words a line (identifiers), not a sentence. Its math and identifiers count for no language
+# anyway, token by token.
+_PROSE_WORDS_MATH_LINE = 2
+# A line that starts with a code keyword, without the marks of a block (":", "{", ";" at its end), is prose
+# from this many prose words: "for each pair (a, b) we count the ways" against "print(total, count)".
+_PROSE_WORDS_CODE_LINE = 5
+
+
+def _prose_words(stripped: str) -> int:
+    """Words on the line that read as prose: two or more letters, not camelCase, not a code keyword."""
+    count = 0
+    for chunk in stripped.split():
+        for piece in _SEPARATORS.split(chunk):
+            core = _EDGE_PUNCT.sub("", piece)
+            if _PROSE_WORD.match(core) and not _CAMEL.search(core) and core not in _KEYWORDS:
+                count += 1
+    return count
 
 
 def _is_code_line(line: str) -> bool:
     stripped = line.strip()
     if not stripped:
         return False
-    if _CODE_KEYWORD.match(line) and (stripped[-1] in ":{;" or "(" in stripped or "=" in stripped):
-        return True
+    marked = _CODE_MARKER.search(stripped) is not None
+    if _CODE_KEYWORD.match(line):
+        if stripped[-1] in ":{;" or marked:
+            return True
+        if "(" in stripped or "=" in stripped:
+            return _prose_words(stripped) < _PROSE_WORDS_CODE_LINE
     chars = [c for c in stripped if not c.isspace()]
     symbols = sum(c in _CODE_SYMBOLS for c in chars)
-    return symbols / len(chars) >= 0.15 and any(c in "=(){}[];" for c in chars)
+    if not (symbols / len(chars) >= 0.15 and any(c in "=(){}[];" for c in chars)):
+        return False
+    return marked or _prose_words(stripped) < _PROSE_WORDS_MATH_LINE
 
 
 def _code_line_spans(text: str) -> list[tuple[int, int]]:
@@ -256,7 +295,9 @@ def _code_line_spans(text: str) -> list[tuple[int, int]]:
         body = line.rstrip("\r\n")
         if body.strip():
             indented = body[:1] in ("\t",) or body.startswith("  ")
-            code = _is_code_line(body) or (previous_code and indented)
+            code = _is_code_line(body) or (
+                previous_code and indented and _prose_words(body.strip()) < _PROSE_WORDS_CODE_LINE
+            )
             if code:
                 spans.append((offset, offset + len(body)))
             previous_code = code
@@ -356,12 +397,24 @@ def _outside_text_arguments(text: str, spans: list[tuple[int, int]]) -> list[tup
 
 
 def _mask(text: str) -> str:
-    text = _blank(text, code_spans(text))
+    text = _blank(text, code_spans(text, prose_fences=True))
     for find in _MATH_FINDERS:
         text = _blank(text, _outside_text_arguments(text, find(text)))
-    # URLs and code written without fences are guesses about Latin-script tokens; a Han or kana character
-    # in one is still a word (no glue makes ideographs an identifier), so those are kept.
-    return _blank(text, [m.span() for m in _URLS.finditer(text)], keep_cjk=True)
+    # URLs, markup tags and code written without fences are guesses about Latin-script tokens; a Han or
+    # kana character in one is still a word (no glue makes ideographs an identifier), so those are kept.
+    spans = sorted(m.span() for pattern in (_URLS, _MARKUP_TAG) for m in pattern.finditer(text))
+    return _blank(text, _merged(spans), keep_cjk=True)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted ``spans`` with overlapping ones merged."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _windows(text: str, max_chars: int) -> list[tuple[int, int]]:
@@ -425,23 +478,41 @@ def _words(masked: str, sentence: int = 0) -> tuple[list[_Word], int, int]:
     number (sentences are numbered from ``sentence``)."""
     words: list[_Word] = []
     ignored = 0
-    for chunk in regex.split(r"(\s+)", masked):
-        if not chunk or chunk.isspace():
-            sentence += chunk.count("\n")
-            continue
-        for piece in _SEPARATORS.split(chunk):
-            core = _EDGE_PUNCT.sub("", piece)
+    for line in masked.split("\n"):
+        cores = [
+            (_EDGE_PUNCT.sub("", piece), len(_SENTENCE_END.findall(piece)))
+            for chunk in line.split()
+            for piece in _SEPARATORS.split(chunk)
+        ]
+        shouted = _shouted(core for core, _ in cores)
+        for core, ends in cores:
             if core:
-                ignored += _piece_words(core, sentence, words)
+                ignored += _piece_words(core, sentence, words, shouted)
             # A sentence ends at ".", "。" and the like; Han characters take their sentence's kana into account.
-            sentence += len(_SENTENCE_END.findall(piece))
-    return words, ignored, sentence + 1
+            sentence += ends
+        sentence += 1
+    return words, ignored, sentence
 
 
-def _piece_words(core: str, sentence: int, words: list[_Word]) -> int:
-    """Append the words of one token to ``words``; return how many tokens it holds that carry no language."""
+# A line whose words are mostly in capitals is shouted prose, not a row of acronyms: its capitalised words
+# count (else a chain of thought in capitals would carry no language at all, and the check would abstain).
+_SHOUTED_MIN_WORDS = 3
+_SHOUTED_SHARE = 0.6
+
+
+def _shouted(cores: Iterable[str]) -> bool:
+    words = [c for c in cores if len(c) > 1 and _WORD_CHARS.match(c) and _CJK_CHAR.search(c) is None]
+    upper = sum(w.isupper() for w in words)
+    return upper >= _SHOUTED_MIN_WORDS and upper >= _SHOUTED_SHARE * len(words)
+
+
+def _piece_words(core: str, sentence: int, words: list[_Word], shouted: bool = False) -> int:
+    """Append the words of one token to ``words``; return how many tokens it holds that carry no language.
+
+    ``shouted``: the token's line is in capitals, so an all-capital word is a word, not an acronym."""
     has_cjk = _CJK_CHAR.search(core) is not None
-    if not _WORD_CHARS.match(core) or _CAMEL.search(core) or (len(core) > 1 and core.isupper() and not has_cjk):
+    acronym = len(core) > 1 and core.isupper() and not has_cjk and not shouted
+    if not _WORD_CHARS.match(core) or _CAMEL.search(core) or acronym:
         # An identifier, number, path, acronym... carries no language, but its Han and kana characters
         # do: "我_们_的" or "答1案" is Chinese written with glue, not an identifier.
         if has_cjk:

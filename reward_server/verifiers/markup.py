@@ -9,7 +9,9 @@ Code, as recognised here (a deliberate subset of CommonMark):
 - A fenced block opens on a line that starts with up to three spaces and then three or more backticks or
   tildes, and closes on a line of up to three spaces, then the same character, at least as many, then only
   blanks. An unclosed fence runs to the end of the text, as in CommonMark, so a model cannot open a fence
-  and have its tags read as layout. Lines end at ``\n``, ``\r\n`` or ``\r``, as in CommonMark.
+  and have its tags read as layout. (The language check reads an unclosed fence, and one labelled as prose
+  such as ```` ```text ````, as unfenced text instead: see :func:`code_spans`.) Lines end at ``\n``,
+  ``\r\n`` or ``\r``, as in CommonMark.
 - An inline span is a run of N backticks closed by the next run of exactly N backticks *on the same line*.
   CommonMark lets a span cross lines within a paragraph; we do not, so one stray backtick in the thinking
   cannot hide the real ``</think>`` on a later line.
@@ -23,7 +25,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
-__all__ = ["Tag", "chain_of_thought", "code_spans", "find_tags", "in_spans"]
+__all__ = ["PROSE_FENCE_INFO", "Tag", "chain_of_thought", "code_spans", "find_tags", "in_spans"]
 
 # Lines end at "\n", "\r\n" or "\r", as in CommonMark. Only lines that hold a backtick or a tilde can open
 # or close a fence or hold inline code, so the scan visits those lines alone (in C, the rest are skipped):
@@ -33,9 +35,20 @@ _BACKTICKS = re.compile(r"`+")
 _LINE_END = re.compile(r"[\r\n]|\Z")
 
 
-def code_spans(text: str) -> list[tuple[int, int]]:
-    """Return the sorted, non-overlapping ``(start, end)`` character ranges of fenced and inline code."""
-    fences = _fence_spans(text)
+# Info strings that say a fenced block holds prose, not code.
+PROSE_FENCE_INFO = frozenset({"text", "txt", "plaintext", "plain", "markdown", "md", "output", "console"})
+
+
+def code_spans(text: str, *, prose_fences: bool = False) -> list[tuple[int, int]]:
+    """Return the sorted, non-overlapping ``(start, end)`` character ranges of fenced and inline code.
+
+    With ``prose_fences`` (the language check), a fence that is never closed or whose info string names
+    prose (:data:`PROSE_FENCE_INFO`) is not code: only its fence lines are, and its body is read as
+    unfenced text. Otherwise a model could hide a chain of thought from the language check by opening a
+    fence. The format check keeps the CommonMark reading (an unclosed fence runs to the end), so no tag in
+    it counts.
+    """
+    fences = _fence_spans(text, prose_fences)
     spans: list[tuple[int, int]] = []
     fence_index = 0
     line_end = -1
@@ -58,21 +71,30 @@ def code_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _fence_spans(text: str) -> list[tuple[int, int]]:
-    """Fenced blocks: from the opening line's start to the closing line's end (or the end of the text)."""
+def _fence_spans(text: str, prose_fences: bool = False) -> list[tuple[int, int]]:
+    """Fenced blocks: from the opening line's start to the closing line's end (or the end of the text).
+
+    With ``prose_fences``, an unclosed fence or one whose info string is in :data:`PROSE_FENCE_INFO`
+    gives only its fence lines.
+    """
     spans = []
-    fence: tuple[str, int, int] | None = None  # (char, length, start offset) of the open fence
+    fence: tuple[str, int, int, int, bool] | None = None  # char, length, start, opening line's end, prose
     for line in _FENCE_LINE.finditer(text):
         run, rest = line.group(1), line.group(2)
         if fence is None:
             # CommonMark: a backtick fence's info string may not contain a backtick.
             if not (run[0] == "`" and "`" in rest):
-                fence = (run[0], len(run), line.start())
+                info = rest.strip().split(maxsplit=1)
+                prose = prose_fences and bool(info) and info[0].lower() in PROSE_FENCE_INFO
+                fence = (run[0], len(run), line.start(), line.end(), prose)
         elif run[0] == fence[0] and len(run) >= fence[1] and not rest.strip():
-            spans.append((fence[2], line.end()))
+            if fence[4]:
+                spans += [(fence[2], fence[3]), line.span()]
+            else:
+                spans.append((fence[2], line.end()))
             fence = None
     if fence is not None:
-        spans.append((fence[2], len(text)))
+        spans.append((fence[2], fence[3] if prose_fences else len(text)))
     return spans
 
 
@@ -126,11 +148,13 @@ class Tag:
 def find_tags(text: str, name: str, spans: list[tuple[int, int]]) -> list[Tag]:
     """Every ``<name>`` and ``</name>`` in ``text`` outside the code ``spans``, in order.
 
-    Matching ignores case and blanks inside the brackets, so ``<Think >`` is found (and reported as
-    non-canonical) instead of passing as plain text.
+    Matching ignores case, blanks inside the brackets, attributes and a self-closing slash, so ``<Think >``,
+    ``<think type="x">`` and ``<think/>`` are found (and reported as non-canonical) instead of passing as
+    plain text.
     """
     # Possessive blanks: with plain ``\s*(/?)\s*`` a ``<`` followed by n blanks backtracks n^2/2 times.
-    pattern = re.compile(r"<\s*+(/?)\s*+" + re.escape(name) + r"\s*+>", re.IGNORECASE)
+    # Attributes are bounded (256 characters, no "<" or ">"), so each "<name" costs a bounded look-ahead.
+    pattern = re.compile(r"<\s*+(/?)\s*+" + re.escape(name) + r"(?:[\s/][^<>]{0,256})?>", re.IGNORECASE)
     tags = []
     for match in pattern.finditer(text):
         if in_spans(match.start(), spans):

@@ -295,6 +295,50 @@ def test_code_spans_lines_and_fences_as_commonmark() -> None:
     assert [text[a:b] for a, b in code_spans(text)] == ["``` a ` b ```"]
 
 
+# Each row: completion, the clause its detail must hold, a clause it must not hold (the old, false one).
+DETAILS = [
+    # Without one </think> the boundary is unknown: the detail says so, not "the thinking is empty" or
+    # "found 1 <answer>" as if one answer tag were a fault.
+    ("<think>x</think></think><answer>9</answer>", "cannot be told apart", "thinking is empty"),
+    ("<think>x</think></think><answer>9</answer>", "cannot be told apart", "<answer> after the thinking, found 1"),
+    ("<THINK>x</THINK><answer>9</answer>", "1 misspelled", "thinking is empty"),
+    ("<think>x</think><answer>9</answer></answer>", "after one <answer>, found 2", "the answer is empty"),
+    # Attributes and a self-closing slash make a tag, only not a canonical one.
+    ('<think type="cot">x</think><answer>9</answer>', "found 1 (1 misspelled", "found 0"),
+    ("<think/>x</think><answer>9</answer>", "found 1 (1 misspelled", "found 0"),
+    ('<think>x</think><answer id="1">9</answer>', "<answer> after the thinking, found 1 (1 misspelled", "found 0"),
+]
+
+
+@pytest.mark.parametrize(("completion", "says", "not_says"), DETAILS)
+def test_details_name_the_real_fault(completion: str, says: str, not_says: str) -> None:
+    result = score_format(completion, STRICT)
+    assert result.score == 0.0 and result.detail is not None
+    assert says in result.detail and not_says not in result.detail, result.detail
+
+
+def test_tags_with_attributes_are_tags() -> None:
+    # A stray tag with attributes inside the answer is a second <think>, not text.
+    result = score_format('<think>x</think><answer>9 <think mode="again"></answer>', STRICT)
+    assert result.info["checks"]["think_open"] is False
+    # "<thinking>" is another name, and stays text.
+    assert score_format("<think>use <thinking> here</think><answer>9</answer>", STRICT).score == 1.0
+    # The chain of thought starts after an opening tag with attributes.
+    assert chain_of_thought('<think effort="high">a b</think> c') == "a b"
+
+
+def test_prose_fences_for_the_language_check_only() -> None:
+    text = "a\n```text\nprose `x`\n```\n```\nunclosed `y`"
+    # The format check: CommonMark, every fence is code to its close (or the end).
+    assert [text[a:b] for a, b in code_spans(text)] == ["```text\nprose `x`\n```", "```\nunclosed `y`"]
+    # The language check: a prose fence and an unclosed one give their fence lines; their bodies are text.
+    spans = [text[a:b] for a, b in code_spans(text, prose_fences=True)]
+    assert spans == ["```text", "`x`", "```", "```", "`y`"]
+    # A tag in a prose fence is still text to the format check.
+    completion = "<think>\n```text\n</think>\n```\nreal thinking</think><answer>9</answer>"
+    assert score_format(completion, STRICT).score == 1.0
+
+
 def test_inline_spans_pair_each_run_with_the_next_of_its_width() -> None:
     text = "`a ``b`` c` ``` d ``x"
     assert [text[a:b] for a, b in code_spans(text)] == ["`a ``b`` c`"]

@@ -367,6 +367,54 @@ def test_han_and_kana_are_words_whatever_glues_them(cot: str, counts: dict[str, 
     assert score_language(f"<think>\n{cot}\n</think>", PARAMS, target="en").info["word_counts"] == counts
 
 
+# --- Prose that looks like code, sits in a prose fence, or is shouted (held-out probes) -----------------------
+
+# Each row: chain of thought, expected word counts (by hand), reason.
+PROSE_NOT_CODE = [
+    # Raw math makes a line as dense in symbols as code; its prose words still count (Если, то, значит, ответ,
+    # шесть; Тогда, поэтому; "x" and "и" are one letter). Before, every line was dropped and the check
+    # abstained (too_short), which the composer counts as consistent: 1.0 for a Russian chain of thought.
+    (
+        "Если x = 2, то f(x) = 4 + 2 = 6, значит ответ шесть.\nТогда g(x) = f(x)^2 = 36, и поэтому h(3) = 9.",
+        {"ru": 7},
+        "Russian prose with raw math",
+    ),
+    ("Si x = 2, alors f(x) = 6.\nDonc g(x) = f(x)^2 = 36, et h(3) = 9.", {"fr": 4}, "French prose with raw math"),
+    # Code keeps counting for nothing: marks of code (";" at the end, "+=", a block in braces) or one bare word.
+    (
+        f"{ENGLISH}\ntotal += nums[i] * weight;\nwhile (left < right) {{ left = left + step; }}\nans = max(ans)",
+        {"en": 7},
+        "code lines stay code",
+    ),
+    ("for each pair (a, b) we count the ways to split them\nprint(total, count)", {"en": 10}, "keyword, then prose"),
+    # A fence that is never closed, or one labelled as prose, is read like unfenced text.
+    (f"{ENGLISH}\n```text\nDonc la réponse est trois.\n```", {"en": 7, "fr": 5}, "a ```text fence"),
+    (f"{ENGLISH}\n```\nDonc la réponse est trois.", {"en": 7, "fr": 5}, "an unclosed fence"),
+    (f"```python\nreponse = trois + deux\nprint(reponse)\n```\n{ENGLISH}", {"en": 7}, "a closed code fence"),
+    # A line in capitals is shouted prose; capitals among lower-case words are acronyms.
+    ("DONC LA RÉPONSE EST TROIS, COMME PRÉVU.", {"fr": 7}, "shouted French"),
+    (f"{ENGLISH}We use the GCD and LCM of both numbers.", {"en": 14}, "acronyms in a sentence"),
+    # Markup tags are layout (a completion without think tags is read whole).
+    (f"<answer> {ENGLISH} </answer> <br/>", {"en": 7}, "markup tags"),
+]
+
+
+@pytest.mark.parametrize(("cot", "counts", "reason"), PROSE_NOT_CODE, ids=[r[2] for r in PROSE_NOT_CODE])
+def test_prose_that_looks_like_code_counts(cot: str, counts: dict[str, int], reason: str) -> None:
+    assert score_language(f"<think>\n{cot}\n</think>", PARAMS, target="en").info["word_counts"] == counts
+
+
+def test_foreign_chain_of_thought_cannot_hide_in_math_lines_or_capitals() -> None:
+    """The whole kind: a chain of thought in the wrong language scores 0, never abstains (counted as 1.0)."""
+    for cot in (
+        "Если x = 2, то f(x) = 4 + 2 = 6.\nТогда g(x) = f(x)^2 = 36, значит h(3) = 9.\nИтак S = a + b = 7, ответ семь.",
+        "СНАЧАЛА НАЙДЁМ СУММУ ДВУХ УГЛОВ, ОНА РАВНА ДЕВЯНОСТА ГРАДУСАМ.",
+        "```\nСначала найдём сумму двух углов, она равна девяноста градусам.",
+    ):
+        result = score_language(f"<think>{cot}</think> 90", PARAMS, target="en")
+        assert (result.status, result.score) == ("ok", 0.0), (cot, result)
+
+
 # --- Bounded work on long chains of thought ---------------------------------------------------------------
 
 _EN = "the sum of these numbers is even, so we keep going. "
