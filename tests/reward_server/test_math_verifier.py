@@ -337,6 +337,16 @@ def test_policy_variant(response: str, reference: str, expected: bool, reason: s
         ("N/A", "not applicable"),
         ("$\\text{n/a}$", "not applicable, in text"),
         ("?", "a question mark"),
+        ("\\frac{1}{", "a fraction cut off in its denominator"),
+        ("$\\sqrt{", "a root cut off"),
+        ("\\boxed{\\frac{3}{", "a box cut off inside its fraction"),
+        ("(1,", "a tuple cut off"),
+        ("\\{1, 2", "a set cut off"),
+        ("x=", "an equation with no right side"),
+        ("3+", "a sum with no second term"),
+        ("2^", "a power with no exponent"),
+        ("12 \\cdot", "a product with no second factor"),
+        ("5}", "a brace closed that was never opened"),
     ],
 )
 def test_invalid_reference_never_pays(reference: str, reason: str) -> None:
@@ -344,6 +354,23 @@ def test_invalid_reference_never_pays(reference: str, reason: str) -> None:
         verdict = verify_math(response, reference)
         assert verdict.status is MathStatus.INVALID_GROUND_TRUTH, reason
         assert verdict.correct is None and verdict.reward is None
+
+
+@pytest.mark.parametrize(
+    ("reference", "right", "wrong"),
+    [
+        ("0^+", "0^+", "1"),  # a sign after ^ is a one-sided limit, complete
+        ("[0, 1)", "[0,1)", "[0,1]"),  # an interval mixes brackets
+        ("\\{1, 2\\}", "\\{2, 1\\}", "\\{1, 3\\}"),  # escaped braces are set braces
+        ("-5", "-5", "5"),
+        ("5!", "120", "5"),
+        ("\\boxed{\\frac{1}{2}", "0.5", "2"),  # a reference's lost closing brace: the rest is its answer
+        ("The answer is \\boxed{7", "7", "8"),
+    ],
+)
+def test_complete_references_that_end_like_cut_offs(reference: str, right: str, wrong: str) -> None:
+    assert verify_math(f"\\boxed{{{right}}}", reference).correct is True
+    assert verify_math(f"\\boxed{{{wrong}}}", reference).correct is False
 
 
 def test_no_answer_is_wrong_not_null() -> None:

@@ -71,6 +71,11 @@ def _reference_answer_text(raw: str) -> str:
         text = text.rsplit("####", 1)[1].strip()
         return text.splitlines()[0].strip() if text else ""
     boxes = _find_boxes(text)
+    if boxes and boxes[-1][2] is None:
+        # "\\boxed{W(n) = 1": a closing brace lost in scraped data. Unlike a response, a reference is not cut
+        # off by a length limit, so the rest is its answer; if that rest is itself cut off, it does not
+        # balance and parse_reference calls the reference invalid.
+        return text[text.index("{", boxes[-1][0]) + 1 :].strip()
     if boxes and boxes[-1][2] is not None:
         # A worked solution (MATH): its answer is the last box, plus boxes joined to it.
         ext = _box_answer(text, boxes, liberal=True)
@@ -253,6 +258,8 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     members = [value for _, value in labelled]
     if _is_word_answer(norm):
         return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
+    if (fault := _malformed(norm)) is not None:
+        return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} {fault}")
     if not _has_a_value(members, norm):
         plain = _unwrap_text_commands(norm).strip()
         if re.fullmatch(r"[A-Za-z][A-Za-z '\-]{0,40}", plain) and len(plain.split()) <= 3:
@@ -260,6 +267,36 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
     labels = tuple(label for label, _ in labelled)
     return Reference(raw, answer_text, "math", tuple(members), norm, labels=labels)
+
+
+# An operator or an opening that still waits for its operand: "3+", "x=", "2^", "\\frac". A sign after "^" is
+# a one-sided limit ("0^+"), which is complete.
+_DANGLING_END = re.compile(r"(?:(?<!\^)[+\-]|[*/=^_({\[\\]|\\(?:frac|sqrt|cdot|times|div|pm))\s*$")
+
+
+def _malformed(norm: str) -> str | None:
+    """Why a reference with digits or operators is not a well-formed expression, or ``None``.
+
+    Cut-off references (``\\frac{1}{``, ``(1,``, ``3+``) happen when a data pipeline truncates a field. They
+    must be ``invalid_ground_truth``, not a reference that every answer fails: that would silently teach
+    the policy that its right answers are wrong. Escaped braces (``\\{1, 2\\}``) are set braces and are
+    counted apart; intervals mix brackets (``[0, 1)``), so only the totals of openers and closers are compared.
+    """
+    depth = 0
+    for m in re.finditer(r"\\[{}]|[{}]", norm):
+        if len(m.group()) == 1:
+            depth += 1 if m.group() == "{" else -1
+            if depth < 0:
+                return "closes a brace it never opened"
+    if depth:
+        return "leaves a brace open"
+    if norm.count("\\{") != norm.count("\\}"):
+        return "leaves a set brace open"
+    if norm.count("(") + norm.count("[") != norm.count(")") + norm.count("]"):
+        return "has unbalanced parentheses or brackets"
+    if _DANGLING_END.search(norm):
+        return "ends in an operator that has no operand"
+    return None
 
 
 _PLACEHOLDER = re.compile(r"none|null|nil|nan|n/?a|tbd|\?+|-+|_+", re.IGNORECASE)
