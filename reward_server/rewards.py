@@ -28,7 +28,7 @@ from reward_server.schemas.math import MathOptionsModel
 from reward_server.schemas.rewards import ComponentResult, ComponentSpec, RewardItem, RewardResult
 from reward_server.schemas.shaping import CosineParams, OverlongParams, RepetitionParams
 from reward_server.verifiers.base import ComponentScore
-from reward_server.verifiers.code import code_options, score_code
+from reward_server.verifiers.code import code_options, extract_code, required_names, score_code
 from reward_server.verifiers.format import score_format
 from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import MathStatus, MathVerdict
@@ -149,6 +149,24 @@ async def _code_accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentSc
     assert ic.item.tests is not None  # enforced when the batch is validated
     options = code_options(params.code or CodeAccuracyParams(), ic.ctx.code_limits, ic.ctx.code_max_limits)
     return await score_code(ic.item.response, ic.item.tests.to_spec(), options, ic.ctx.sandbox)
+
+
+def code_program(item: RewardItem, resolved: list[ResolvedComponent]) -> str | None:
+    """The program that a code item's ``accuracy`` would run: the fenced block its ``accuracy.code``
+    options pick from the completion. ``None`` for a math item, one without ``accuracy`` or ``tests``,
+    or a completion with no program."""
+    accuracy = next((r for r in resolved if r.component.name == "accuracy"), None)
+    if item.task != "code" or item.tests is None or accuracy is None:
+        return None
+    assert isinstance(accuracy.params, AccuracyParams)
+    params = accuracy.params.code or CodeAccuracyParams()
+    return extract_code(
+        item.response,
+        params.language,
+        code_block=params.code_block,
+        after_think=params.after_think,
+        required=required_names(params.language, item.tests.to_spec()),
+    )
 
 
 async def _format(ic: ItemContext, params: FormatParams) -> ComponentScore:
