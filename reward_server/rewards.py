@@ -265,7 +265,10 @@ _MAX_ABS = 1e6
 
 
 def _finite(x: float) -> bool:
-    return math.isfinite(x) and abs(x) <= _MAX_ABS
+    try:
+        return math.isfinite(x) and abs(x) <= _MAX_ABS
+    except OverflowError:  # a JSON integer too large for any float
+        return False
 
 
 def _non_finite_field(values: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
@@ -322,7 +325,7 @@ def resolve_components(
             )
         if isinstance(spec, bool) or not isinstance(spec, int | float | dict):
             raise ComponentSpecError(loc, "a component is a weight (number) or an object {'weight': w, ...params}")
-        raw = {"weight": float(spec)} if isinstance(spec, int | float) else dict(spec)
+        raw = {"weight": spec} if isinstance(spec, int | float) else dict(spec)
         weight = raw.pop("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not _finite(weight):
             raise ComponentSpecError((*loc, "weight"), f"weight must be a number with |weight| <= {_MAX_ABS:g}")

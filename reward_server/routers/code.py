@@ -8,13 +8,14 @@ from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import MetricsDep, SandboxDep, SettingsDep
+from reward_server.jsonio import JSONBodyRoute
 from reward_server.routers.limits import check_code_limits
 from reward_server.schemas.code import CodeRunRequest, CodeRunResult, CodeTestRequest, CodeTestResult, _Program
 from reward_server.settings import Settings
 from reward_server.verifiers.code import CodeOptions, resolve_limits, run_code_tests
 from sandbox import Limits, TestSpec, run_program, utf8
 
-router = APIRouter(prefix="/v1/code", tags=["code"])
+router = APIRouter(prefix="/v1/code", tags=["code"], route_class=JSONBodyRoute)
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
     503: {"description": "The sandbox is unavailable here (the detail says how to fix it) or starting."}

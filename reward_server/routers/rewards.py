@@ -6,12 +6,13 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import ScoringDep, SettingsDep
+from reward_server.jsonio import JSONBodyRoute
 from reward_server.rewards import ComponentSpecError, code_program, score_batch, validate_batch
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
 from reward_server.schemas.rewards import RewardsRequest, RewardsResponse
 
-router = APIRouter(prefix="/v1", tags=["rewards"])
+router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 
 
 @router.post(

@@ -145,8 +145,8 @@ class StdioTestsIn(BaseModel):
         description="`whitespace`: CRLF, trailing spaces and trailing newlines normalised, same line count; "
         "`exact`: bytes; `float`: numeric tokens within `abs_tol`/`rel_tol`.",
     )
-    abs_tol: float = Field(1e-6, ge=0)
-    rel_tol: float = Field(1e-6, ge=0)
+    abs_tol: float = Field(1e-6, ge=0, allow_inf_nan=False)
+    rel_tol: float = Field(1e-6, ge=0, allow_inf_nan=False)
 
     def to_spec(self) -> StdioTests:
         cases = tuple(StdioCase(utf8(c.input), utf8(c.output)) for c in self.cases)
@@ -177,8 +177,8 @@ class CallTestsIn(BaseModel):
     type: Literal["call"]
     fn_name: str = Field(description="Function to call (a top-level function or a method of `Solution`).")
     cases: list[CallCaseIn]
-    abs_tol: float = Field(0.0, ge=0)
-    rel_tol: float = Field(1e-9, ge=0)
+    abs_tol: float = Field(0.0, ge=0, allow_inf_nan=False)
+    rel_tol: float = Field(1e-9, ge=0, allow_inf_nan=False)
 
     def to_spec(self) -> CallTests:
         cases = tuple(CallCase(tuple(c.input), c.output) for c in self.cases)
