@@ -9,9 +9,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_server import __version__
+from reward_server.jsonio import SafeJSONResponse
 from reward_server.metrics import Metrics
 from reward_server.middleware import BodyLimit, RequestMetrics
 from reward_server.routers import code, health, math, rewards
@@ -50,6 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "status that says why, and must not be trained on as 0."
         ),
         lifespan=lifespan,
+        # Text echoed from a request may hold a lone surrogate; this class writes it back as its escape.
+        default_response_class=SafeJSONResponse,
     )
     app.state.settings = settings
     app.state.metrics = metrics
@@ -61,10 +64,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestMetrics, metrics=metrics)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:
         # FastAPI's default shape, minus the echo of the whole input (which can be megabytes of text).
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
+        return SafeJSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI's own handler, but with a response that encodes any detail (it may quote the request).
+        if exc.status_code in (204, 304) or exc.status_code < 200:
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        return SafeJSONResponse(status_code=exc.status_code, content={"detail": exc.detail}, headers=exc.headers)
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:
@@ -72,10 +82,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return Response(status_code=499)
 
     @app.exception_handler(Exception)
-    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    async def unexpected_error(request: Request, exc: Exception) -> SafeJSONResponse:
         # Never leak a traceback to a client; the log keeps it.
         logger.exception("unhandled error on %s", request.url.path)
-        return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
+        return SafeJSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
     app.include_router(health.router)
     app.include_router(math.router)

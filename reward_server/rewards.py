@@ -28,7 +28,7 @@ from reward_server.schemas.math import MathOptionsModel
 from reward_server.schemas.rewards import ComponentResult, ComponentSpec, RewardItem, RewardResult
 from reward_server.schemas.shaping import CosineParams, OverlongParams, RepetitionParams
 from reward_server.verifiers.base import ComponentScore
-from reward_server.verifiers.code import code_options, score_code
+from reward_server.verifiers.code import code_options, extract_code, required_names, score_code
 from reward_server.verifiers.format import score_format
 from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import MathStatus, MathVerdict
@@ -151,6 +151,24 @@ async def _code_accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentSc
     return await score_code(ic.item.response, ic.item.tests.to_spec(), options, ic.ctx.sandbox)
 
 
+def code_program(item: RewardItem, resolved: list[ResolvedComponent]) -> str | None:
+    """The program that a code item's ``accuracy`` would run: the fenced block its ``accuracy.code``
+    options pick from the completion. ``None`` for a math item, one without ``accuracy`` or ``tests``,
+    or a completion with no program."""
+    accuracy = next((r for r in resolved if r.component.name == "accuracy"), None)
+    if item.task != "code" or item.tests is None or accuracy is None:
+        return None
+    assert isinstance(accuracy.params, AccuracyParams)
+    params = accuracy.params.code or CodeAccuracyParams()
+    return extract_code(
+        item.response,
+        params.language,
+        code_block=params.code_block,
+        after_think=params.after_think,
+        required=required_names(params.language, item.tests.to_spec()),
+    )
+
+
 async def _format(ic: ItemContext, params: FormatParams) -> ComponentScore:
     return score_format(ic.item.response, params)
 
@@ -247,7 +265,10 @@ _MAX_ABS = 1e6
 
 
 def _finite(x: float) -> bool:
-    return math.isfinite(x) and abs(x) <= _MAX_ABS
+    try:
+        return math.isfinite(x) and abs(x) <= _MAX_ABS
+    except OverflowError:  # a JSON integer too large for any float
+        return False
 
 
 def _non_finite_field(values: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
@@ -304,7 +325,7 @@ def resolve_components(
             )
         if isinstance(spec, bool) or not isinstance(spec, int | float | dict):
             raise ComponentSpecError(loc, "a component is a weight (number) or an object {'weight': w, ...params}")
-        raw = {"weight": float(spec)} if isinstance(spec, int | float) else dict(spec)
+        raw = {"weight": spec} if isinstance(spec, int | float) else dict(spec)
         weight = raw.pop("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not _finite(weight):
             raise ComponentSpecError((*loc, "weight"), f"weight must be a number with |weight| <= {_MAX_ABS:g}")

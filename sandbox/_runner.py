@@ -28,8 +28,15 @@ Why each guard is here:
 * After every run, any process other than the runner and the launcher means the job left something
   behind: ``kill(-1, SIGKILL)`` (from PID 1 it reaches every other process of the namespace) removes it,
   and the answer says so, so the host replaces this sandbox instead of reusing it.
-* Output beyond the limit is read and thrown away: the runner's memory stays bounded and the program
-  is not blocked on a full pipe (its time limit still ends it).
+* Output beyond the limit is read and thrown away: the runner's memory stays bounded, and a program
+  that writes too much and then exits ends as output_limit (one that never stops ends at its time
+  limit). Output pipes hold up to 1 MiB; within the cap they are read as data comes, past it a pipe the
+  program keeps full is read at most every ``_DRAIN_PAUSE_S``, a whole pipe at a time. Woken for every
+  write instead, the runner spent as much CPU as a flooding program (a wake-up costs more than a write),
+  and on the sandbox's one CPU the two took turns: the program's waits for the runner counted as
+  waiting for a CPU, and a flood ran about twice its time limit. Now the runner's share is small, and
+  a program blocked on its own full pipe neither uses nor waits for a CPU, so that time counts against
+  ``time_s + idle_grace_s``.
 
 Time limits (``limits``: ``time_s``, ``idle_grace_s``, ``wall_s``): ``time_s`` is CPU time, what judges
 count, summed over the job's processes, so a correct program that is kept waiting for a CPU by other
@@ -43,6 +50,7 @@ time).
 
 import base64
 import contextlib
+import fcntl
 import json
 import marshal
 import os
@@ -57,6 +65,8 @@ import time
 VERSION = 1
 CHANNEL_FD = 3  # where an exec with "channel": true finds the harness's result pipe
 _CHUNK = 1 << 16
+_PIPE_BYTES = 1 << 20  # the unprivileged maximum (/proc/sys/fs/pipe-max-size) on stock kernels
+_DRAIN_PAUSE_S = 0.005
 _REAP_WAIT_S = 3.0
 _MODES = {"@python": "python", "@python-trusted": "trusted", "@python-syntax": "syntax"}
 _SHM = "/dev/shm"
@@ -215,25 +225,45 @@ class _Launcher:
 
 
 class _Sink:
-    """Collects one output pipe: keeps the head (``keep="head"``) or the tail, counts everything."""
+    """Collects one output pipe: keeps the head (``keep="head"``) or the tail, counts everything.
+
+    ``paused_until``: past the cap (the run is over its output limit whatever it does next), a pipe that
+    held a full chunk or more when read is not read again before then, so a program that keeps writing
+    fills the whole pipe between reads (see the module's docstring). Output within the cap is read as
+    it comes.
+    """
 
     def __init__(self, fd, cap, keep):
         self.fd, self.cap, self.keep = fd, cap, keep
         self.buf = bytearray()
         self.total = 0
         self.open = True
+        self.paused_until = 0.0
+        with contextlib.suppress(OSError, AttributeError):  # a smaller pipe works too, with more wake-ups
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
-    def read(self):
-        try:
-            data = os.read(self.fd, _CHUNK)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.open = False
-            os.close(self.fd)
-            return
+    def read(self, now=None):
+        """Read what the pipe holds (up to its size); with ``now``, pause the pipe if it was full."""
+        got = 0
+        while self.open and got < _PIPE_BYTES:
+            try:
+                data = os.read(self.fd, _CHUNK)
+            except BlockingIOError:
+                break
+            except OSError:
+                data = b""
+            if not data:
+                self.open = False
+                os.close(self.fd)
+                break
+            got += len(data)
+            self._keep(data)
+            if len(data) < _CHUNK:
+                break
+        if now is not None and got >= _CHUNK and self.total > self.cap:
+            self.paused_until = now + _DRAIN_PAUSE_S
+
+    def _keep(self, data):
         self.total += len(data)
         if self.keep == "head":
             room = self.cap - len(self.buf)
@@ -419,18 +449,22 @@ class Runner:
                 # CPU time can grow by up to one second per second per core.
                 left_s = min((cpu_limit - usage.cpu_s) / _CPUS, active_limit - active_s, ceiling - now)
                 next_sample = now + min(max(left_s, _SAMPLE_MIN_S), _SAMPLE_MAX_S)
-            readers = [s.fd for s in sinks if s.open]
+            readers = [s.fd for s in sinks if s.open and s.paused_until <= now]
             if not adopted:
                 readers.append(launcher.sock.fileno())
             writers = [feeder.fd] if feeder.open else []
             wait_s = max(next_sample - now, 0.0)
+            paused = [s.paused_until - now for s in sinks if s.open and s.paused_until > now]
+            if paused:
+                wait_s = min(wait_s, *paused)
             if adopted:
                 wait_s = min(wait_s, 0.005)
             ready_r, ready_w, _ = select.select(readers, writers, [], wait_s)
             usage.woke(bool(ready_w) or any(s.fd in ready_r for s in sinks))
+            woke_at = time.monotonic()
             for s in sinks:
                 if s.open and s.fd in ready_r:
-                    s.read()
+                    s.read(woke_at)
             if ready_w:
                 feeder.write()
             if adopted:

@@ -4,33 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import MetricsDep, SandboxDep, SettingsDep
+from reward_server.jsonio import JSONBodyRoute
+from reward_server.routers.limits import check_code_limits
 from reward_server.schemas.code import CodeRunRequest, CodeRunResult, CodeTestRequest, CodeTestResult, _Program
 from reward_server.settings import Settings
 from reward_server.verifiers.code import CodeOptions, resolve_limits, run_code_tests
-from sandbox import Limits, run_program, utf8
+from sandbox import Limits, TestSpec, run_program, utf8
 
-router = APIRouter(prefix="/v1/code", tags=["code"])
+router = APIRouter(prefix="/v1/code", tags=["code"], route_class=JSONBodyRoute)
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
     503: {"description": "The sandbox is unavailable here (the detail says how to fix it) or starting."}
 }
 
 
-def _reject(field: str, message: str) -> HTTPException:
-    return HTTPException(status_code=422, detail=[{"loc": ["body", field], "msg": message, "type": "value_error"}])
-
-
-def _limits(request: _Program, settings: Settings) -> Limits:
-    """The request's limits within the server's maxima; 422 for a program over the size limit."""
-    size = len(utf8(request.code))
-    if size > settings.sandbox_max_source_bytes:
-        limit = settings.sandbox_max_source_bytes
-        raise _reject(
-            "code", f"the program is {size} bytes; at most {limit} are accepted (RLVR_SANDBOX_MAX_SOURCE_BYTES)"
-        )
+def _limits(request: _Program, settings: Settings, tests: TestSpec | None = None) -> Limits:
+    """The request's limits within the server's maxima; 422 for a program or test list over them."""
+    errors = check_code_limits(settings, source=request.code, tests=tests)
+    if errors:
+        raise RequestValidationError(errors)
     requested = request.limits.model_dump() if request.limits is not None else None
     return resolve_limits(requested, settings.sandbox_default_limits(), settings.sandbox_max_limits())
 
@@ -49,10 +45,8 @@ async def run(
 async def test(
     request: CodeTestRequest, sandbox: SandboxDep, settings: SettingsDep, metrics: MetricsDep
 ) -> CodeTestResult:
-    limits = _limits(request, settings)
     spec = request.spec()
-    if len(spec.cases) > settings.sandbox_max_cases:
-        raise _reject("tests", f"more than {settings.sandbox_max_cases} test cases (RLVR_SANDBOX_MAX_CASES)")
+    limits = _limits(request, settings, spec)
     options = CodeOptions(
         language=request.language,
         early_stop=request.early_stop,

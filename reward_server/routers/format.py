@@ -5,11 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from reward_server.deps import SettingsDep
+from reward_server.jsonio import JSONBodyRoute
 from reward_server.routers.limits import check_response_length
 from reward_server.schemas.format import FormatCheckRequest, FormatCheckResult
 from reward_server.verifiers.format import score_format
 
-router = APIRouter(prefix="/v1/format", tags=["format"])
+router = APIRouter(prefix="/v1/format", tags=["format"], route_class=JSONBodyRoute)
 
 
 @router.post(

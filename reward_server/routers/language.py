@@ -5,11 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from reward_server.deps import SettingsDep
+from reward_server.jsonio import JSONBodyRoute
 from reward_server.routers.limits import check_response_length
 from reward_server.schemas.language import LanguageCheckRequest, LanguageCheckResult
 from reward_server.verifiers.language import score_language
 
-router = APIRouter(prefix="/v1/language", tags=["language"])
+router = APIRouter(prefix="/v1/language", tags=["language"], route_class=JSONBodyRoute)
 
 
 # A plain ``def``: FastAPI runs it in its thread pool, so a long chain of thought (tens of ms of detector

@@ -1,10 +1,11 @@
-"""Request limits that depend on the server's settings, checked by the single-item routers."""
+"""Request limits that depend on the server's settings, checked by the routers (single items and batches)."""
 
 from __future__ import annotations
 
 from fastapi import HTTPException
 
 from reward_server.settings import Settings
+from sandbox import AssertTests, TestSpec, utf8
 
 
 def check_text_lengths(
@@ -36,3 +37,42 @@ def check_response_length(response: str, settings: Settings) -> None:
     errors = check_text_lengths(settings, response=response)
     if errors:
         raise HTTPException(status_code=422, detail=errors)
+
+
+def check_code_limits(
+    settings: Settings,
+    *,
+    source: str | None = None,
+    source_field: str = "code",
+    tests: TestSpec | None = None,
+    loc: tuple[str | int, ...] = ("body",),
+) -> list[dict[str, object]]:
+    """Validation errors (FastAPI's shape) for a program or a test list over the sandbox's maxima.
+
+    The one check of ``/v1/code/run``, ``/v1/code/test`` and the code items of ``/v1/rewards``:
+    ``source`` (the program, found in ``source_field``) over ``RLVR_SANDBOX_MAX_SOURCE_BYTES`` bytes of
+    UTF-8, and ``tests`` with more than ``RLVR_SANDBOX_MAX_CASES`` cases (the error names the list:
+    ``tests.cases`` or ``tests.test_list``).
+    """
+    errors: list[dict[str, object]] = []
+    if source is not None:
+        size, limit = len(utf8(source)), settings.sandbox_max_source_bytes
+        if size > limit:
+            errors.append(
+                {
+                    "loc": [*loc, source_field],
+                    "msg": f"the program is {size} bytes; at most {limit} are accepted (RLVR_SANDBOX_MAX_SOURCE_BYTES)",
+                    "type": "string_too_long",
+                }
+            )
+    if tests is not None and len(tests.cases) > settings.sandbox_max_cases:
+        field = "test_list" if isinstance(tests, AssertTests) else "cases"
+        errors.append(
+            {
+                "loc": [*loc, "tests", field],
+                "msg": f"{len(tests.cases)} test cases; at most {settings.sandbox_max_cases} are accepted "
+                "(RLVR_SANDBOX_MAX_CASES)",
+                "type": "too_long",
+            }
+        )
+    return errors

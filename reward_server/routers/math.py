@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 
 from reward_server.deps import ScoringDep, SettingsDep
+from reward_server.jsonio import JSONBodyRoute
 from reward_server.rewards import run_math
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_text_lengths
 from reward_server.schemas.math import MathVerifyRequest, MathVerifyResponse
 
-router = APIRouter(prefix="/v1/math", tags=["math"])
+router = APIRouter(prefix="/v1/math", tags=["math"], route_class=JSONBodyRoute)
 
 
 @router.post(

@@ -79,8 +79,14 @@ class CodeRunRequest(_Program):
 class CodeRunResult(BaseModel):
     status: str = Field(description=_STATUS_DOC, examples=["ok"])
     stdout: str = Field(description="Standard output (the first `limits.output_bytes`).")
-    stderr: str = Field(description="The end of standard error (or the compiler's messages).")
-    stdout_truncated: bool = False
+    stderr: str = Field(
+        description="The end of standard error (or the compiler's messages), at most the server's "
+        "`RLVR_SANDBOX_TAIL_BYTES` (1024 at least for the compiler's)."
+    )
+    stdout_truncated: bool = Field(False, description="The program wrote more stdout than `stdout` holds.")
+    stderr_truncated: bool = Field(
+        False, description="The program (or the compiler) wrote more to stderr than `stderr` holds: its start is cut."
+    )
     exit_code: int | None = Field(None, description="Exit code; null when killed by a signal or not run.")
     signal: int | None = Field(None, description="The signal that ended the program, if any.")
     time_s: float = Field(0.0, description="Wall-clock run time, in seconds (queueing excluded).")
@@ -94,18 +100,21 @@ class CodeRunResult(BaseModel):
         run = result.run
         if run is None:  # the compile stage failed: its messages are the useful output
             stage = result.compile
-            stderr = stage.stderr[-max(tail_bytes, 1024) :] if stage is not None else b""
+            stderr, cut = _tail(stage.stderr, max(tail_bytes, 1024)) if stage is not None else (b"", False)
             return cls(
                 status=str(result.status),
                 stdout="",
                 stderr=stderr.decode("utf-8", "replace"),
+                stderr_truncated=cut or (stage is not None and stage.stderr_truncated),
                 detail=result.detail or "compilation failed",
             )
+        stderr, cut = _tail(run.stderr, tail_bytes)
         return cls(
             status=str(result.status),
             stdout=run.stdout.decode("utf-8", "replace"),
-            stderr=run.stderr[-tail_bytes:].decode("utf-8", "replace") if tail_bytes else "",
+            stderr=stderr.decode("utf-8", "replace"),
             stdout_truncated=run.stdout_truncated,
+            stderr_truncated=cut or run.stderr_truncated,
             exit_code=run.exit_code,
             signal=run.signal,
             time_s=run.time_s,
@@ -114,6 +123,11 @@ class CodeRunResult(BaseModel):
             memory_mb=run.memory_mb,
             detail=run.detail,
         )
+
+
+def _tail(data: bytes, limit: int) -> tuple[bytes, bool]:
+    """The last ``limit`` bytes of ``data``, and whether that cut anything."""
+    return (data[-limit:] if limit else b""), len(data) > limit
 
 
 class StdioCaseIn(BaseModel):
@@ -131,8 +145,8 @@ class StdioTestsIn(BaseModel):
         description="`whitespace`: CRLF, trailing spaces and trailing newlines normalised, same line count; "
         "`exact`: bytes; `float`: numeric tokens within `abs_tol`/`rel_tol`.",
     )
-    abs_tol: float = Field(1e-6, ge=0)
-    rel_tol: float = Field(1e-6, ge=0)
+    abs_tol: float = Field(1e-6, ge=0, allow_inf_nan=False)
+    rel_tol: float = Field(1e-6, ge=0, allow_inf_nan=False)
 
     def to_spec(self) -> StdioTests:
         cases = tuple(StdioCase(utf8(c.input), utf8(c.output)) for c in self.cases)
@@ -163,8 +177,8 @@ class CallTestsIn(BaseModel):
     type: Literal["call"]
     fn_name: str = Field(description="Function to call (a top-level function or a method of `Solution`).")
     cases: list[CallCaseIn]
-    abs_tol: float = Field(0.0, ge=0)
-    rel_tol: float = Field(1e-9, ge=0)
+    abs_tol: float = Field(0.0, ge=0, allow_inf_nan=False)
+    rel_tol: float = Field(1e-9, ge=0, allow_inf_nan=False)
 
     def to_spec(self) -> CallTests:
         cases = tuple(CallCase(tuple(c.input), c.output) for c in self.cases)

@@ -50,7 +50,11 @@ class RewardItem(BaseModel):
         None, description="Target language of the reasoning (ISO 639-1), for `language`; else taken from `prompt`."
     )
     num_tokens: int | None = Field(
-        None, ge=0, description="Completion length in tokens (for `overlong`/`cosine`); characters are used if absent."
+        None,
+        ge=0,
+        # Far past any completion, and small enough that length rewards can do float arithmetic with it.
+        le=10**9,
+        description="Completion length in tokens (for `overlong`/`cosine`); characters are used if absent.",
     )
     group_id: str | None = Field(None, max_length=256, description="The group (prompt) this completion belongs to.")
     components: dict[str, ComponentSpec] | None = Field(

@@ -79,6 +79,26 @@ def test_run_statuses(client: TestClient) -> None:
         assert (body["status"], body["exit_code"]) == (status, exit_code), code
 
 
+def test_run_says_when_stderr_is_cut(client: TestClient) -> None:
+    # The client's tail is 64 bytes (the fixture's RLVR_SANDBOX_TAIL_BYTES): stderr past it loses its start.
+    cases = {
+        "import sys\nsys.stderr.write('a' * 64)": ("a" * 64, False),
+        "import sys\nsys.stderr.write('b' * 10 + 'c' * 64)": ("c" * 64, True),
+        # Over output_bytes: the runner keeps the end, and the answer is cut too.
+        "import sys\nsys.stderr.write('d' * 5000 + 'e' * 64)": ("e" * 64, True),
+    }
+    for code, (stderr, cut) in cases.items():
+        payload = {"language": "python", "code": code, "limits": {"output_bytes": 2048}}
+        body = client.post("/v1/code/run", json=payload).json()
+        assert (body["stderr"], body["stderr_truncated"], body["stdout_truncated"]) == (stderr, cut, False), code
+    # The compiler's messages are kept to at least 1024 bytes; a long error list is cut at its start.
+    many = "int main() {" + " x;" * 400 + " }"
+    body = client.post("/v1/code/run", json={"language": "cpp", "code": many}).json()
+    assert body["status"] == "compile_error" and body["stderr_truncated"] is True and len(body["stderr"]) <= 1024
+    body = client.post("/v1/code/run", json={"language": "cpp", "code": "int main() { retrun 0; }"}).json()
+    assert body["status"] == "compile_error" and body["stderr_truncated"] is False
+
+
 def test_limits_are_capped_by_the_server(client: TestClient) -> None:
     # The server's maximum is 10 s (sandbox_max_time_s): a request for 1000 s gets 10.
     body = client.post(
@@ -166,7 +186,53 @@ def test_size_limits_give_422() -> None:
         assert "RLVR_SANDBOX_MAX_SOURCE_BYTES" in r.json()["detail"][0]["msg"]
         cases = [{"input": "", "output": ""}] * 3
         r = c.post("/v1/code/test", json={"language": "python", "code": "", "tests": {"type": "stdio", "cases": cases}})
-        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "tests"]
+        # The list itself is named (it was only `tests` before the batch endpoint got the same check).
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "tests", "cases"]
+        assert r.json()["detail"][0]["msg"] == "3 test cases; at most 2 are accepted (RLVR_SANDBOX_MAX_CASES)"
+
+
+def test_rewards_code_items_get_the_same_maxima_as_code_test() -> None:
+    # The batch endpoint ran an item with 1,500 cases while /v1/code/test refused it: one check serves both.
+    app = create_app(settings("local", sandbox_max_source_bytes=100, sandbox_max_cases=2, sandbox_pool_size=1))
+    ok_tests = {"type": "stdio", "cases": [{"input": "", "output": "1"}]}
+    ok = {"id": "ok", "task": "code", "response": "```python\nprint(1)\n```", "tests": ok_tests}
+    over: list[tuple[dict[str, Any], list[Any], str]] = [
+        (
+            {"type": "stdio", "cases": [{"input": "", "output": "1"}] * 3},
+            ["tests", "cases"],
+            "3 test cases; at most 2 are accepted (RLVR_SANDBOX_MAX_CASES)",
+        ),
+        (
+            {"type": "call", "fn_name": "f", "cases": [{"input": [1], "output": 1}] * 5},
+            ["tests", "cases"],
+            "5 test cases; at most 2 are accepted (RLVR_SANDBOX_MAX_CASES)",
+        ),
+        (
+            {"type": "assert", "test_list": ["assert f(1) == 1"] * 3},
+            ["tests", "test_list"],
+            "3 test cases; at most 2 are accepted (RLVR_SANDBOX_MAX_CASES)",
+        ),
+    ]
+    with TestClient(app) as c:
+        for tests, field, msg in over:
+            item = {"id": "big", "task": "code", "response": "```python\ndef f(x): return x\n```", "tests": tests}
+            r = c.post("/v1/rewards", json={"items": [ok, item]})
+            assert r.status_code == 422, r.text
+            assert r.json()["detail"] == [{"loc": ["body", "items", 1, *field], "msg": msg, "type": "too_long"}]
+        # The program taken from the completion is held to the source limit, wherever it sits in the text.
+        program = "print(1)\n" + "#" * 100 + "\n"
+        long_program = {**ok, "id": "long", "response": "<think>x</think>\n```python\n" + program + "```"}
+        r = c.post("/v1/rewards", json={"items": [ok, long_program]})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["loc"] == ["body", "items", 1, "response"]
+        assert r.json()["detail"][0]["msg"] == (
+            "the program is 110 bytes; at most 100 are accepted (RLVR_SANDBOX_MAX_SOURCE_BYTES)"
+        )
+        # A long completion around a short program is fine: the reasoning is not the program.
+        chatty = {**ok, "id": "chatty", "response": "<think>" + "hmm " * 200 + "</think>\n```python\nprint(1)\n```"}
+        r = c.post("/v1/rewards", json={"items": [ok, chatty]})
+        assert r.status_code == 200, r.text
+        assert [x["reward"] for x in r.json()["results"]] == [1.0, 1.0]
 
 
 def test_missing_bubblewrap_gives_503_with_the_fix_and_the_rest_keeps_working() -> None:

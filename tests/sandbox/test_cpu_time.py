@@ -134,6 +134,58 @@ async def test_an_idle_assert_case_ends_within_time_s_plus_one_second(sandbox: S
         assert report.cases[1].time_s < 0.5, report.cases[1]
 
 
+# (language, program, why): programs that never stop writing. The sandbox drains their pipes; before it
+# drained a full pipe at a time, the runner woken for every write took the sandbox's CPU turn about turn
+# with the program, whose waits counted as waiting for a CPU, and a flood with time_s=2 ran 4 s.
+FLOODS = [
+    ("python", "while True:\n    print('y' * 4096)\n", "print loop"),
+    ("python", "import sys\nb = b'x' * 65536\nwhile True:\n    sys.stdout.buffer.write(b)\n", "64 KiB writes"),
+    ("python", "import sys\nwhile True:\n    sys.stderr.write('e' * 100)\n", "stderr"),
+    (
+        "python",
+        "import sys\nwhile True:\n    sys.stdout.write('o' * 9000)\n    sys.stderr.write('e' * 9000)\n",
+        "stdout and stderr",
+    ),
+    (
+        "cpp",
+        "#include <cstdio>\nint main() { static char b[65536] = {'x'}; for (;;) fwrite(b, 1, sizeof b, stdout); }",
+        "C++",
+    ),
+]
+
+
+async def test_an_output_flood_ends_within_time_s_plus_one_second(sandbox: Sandbox) -> None:
+    limits = Limits(time_s=2, output_bytes=1024 * 1024)
+    for language, code, why in FLOODS:
+        start = time.monotonic()
+        result = await run_program(sandbox, language, code, limits=limits)
+        run_elapsed = time.monotonic() - start - (result.compile.time_s if result.compile else 0.0)
+        assert result.status is Status.TIMEOUT, (why, result.run)
+        assert result.run is not None and result.run.time_s < 2 + 1, (why, result.run)
+        assert run_elapsed < 2 + 1, (why, run_elapsed)  # what the caller waits: the runner's answer included
+        assert result.run.stdout_truncated or result.run.stderr_truncated, why
+
+
+async def test_an_output_flood_in_a_harness_case_ends_within_time_s_plus_one_second(sandbox: Sandbox) -> None:
+    code = "def f(x):\n    while True:\n        print('y' * 4096)\n"
+    limits = Limits(time_s=2, output_bytes=1024 * 1024)
+    for tests in (CallTests("f", (CallCase((1,), 1),)), AssertTests(test_list=("assert f(1) == 1",))):
+        start = time.monotonic()
+        report = await run_tests(sandbox, "python", code, tests, limits=limits)
+        assert [c.status for c in report.cases] == [Status.TIMEOUT], report
+        assert report.cases[0].time_s < 2 + 1, report.cases[0]
+        assert time.monotonic() - start < 2 + 1 + 1, report  # + loading the program and the test harness
+
+
+async def test_output_over_the_cap_then_exit_is_still_an_output_limit(sandbox: Sandbox) -> None:
+    # Past the cap the pipe is read a whole pipe at a time: a program that writes 50 MB and exits must not
+    # be held up long enough to time out.
+    code = "import sys\nfor _ in range(50):\n    sys.stdout.write('z' * 1_000_000)\n"
+    result = await run_program(sandbox, "python", code, limits=Limits(time_s=2, output_bytes=1024 * 1024))
+    assert result.status is Status.OUTPUT_LIMIT, result.run
+    assert result.run is not None and result.run.stdout == b"z" * (1024 * 1024) and result.run.exit_code == 0
+
+
 async def test_each_case_reports_its_cpu_and_wall_time(sandbox: Sandbox) -> None:
     code = BURN + "def work(x):\n    burn(x)\n    return x\n"
     report = await run_tests(
