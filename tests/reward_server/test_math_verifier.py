@@ -370,6 +370,20 @@ VARIANTS = [
     ("\\boxed{5,}", "5", True, "trailing comma in the box"),
     ("\\boxed{\\$1{,}000}", "1000", True, "dollar and braced comma"),
     ("\\boxed{1{,}000.50}", "1000.05", False, "braced thousands, other value"),
+    # a choice letter dressed up is still the letter
+    ("\\boxed{\\displaystyle \\text{(C)}}", "(C)", True, "displaystyle around a choice"),
+    ("\\boxed{\\textcolor{red}{C}}", "(C)", True, "coloured choice"),
+    ("\\boxed{\\large C}", "(C)", True, "font size"),
+    ("\\boxed{\\underline{C}}", "(C)", True, "underlined choice"),
+    ("\\boxed{\\text{Answer: C}}", "(C)", True, "label inside the text"),
+    ("\\boxed{(c)}", "(C)", True, "lower-case choice"),
+    ("\\boxed{\\textcolor{red}{D}}", "(C)", False, "coloured choice, wrong"),
+    # i is the imaginary unit
+    ("\\boxed{i}", "\\sqrt{-1}", True, "i for a root of -1"),
+    ("\\boxed{2i}", "\\sqrt{-4}", True, "multiple of i"),
+    ("\\boxed{e^{i\\pi}}", "-1", True, "Euler"),
+    ("\\boxed{(1+i)^2}", "2i", True, "complex square"),
+    ("\\boxed{-i}", "\\sqrt{-1}", False, "conjugate"),
 ]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from reward_server.verifiers.math.extract import _box_answer, _last_anchor_value, _letters
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
 from reward_server.verifiers.math.text import (
+    _ANSWER_LABEL,
     _LEADING_VAR,
     _MC_LETTER,
     Num,
@@ -25,6 +26,7 @@ from reward_server.verifiers.math.text import (
     normalize_answer,
     normalize_unicode,
     parse_number,
+    strip_presentation,
 )
 from reward_server.verifiers.math.types import MathOptions
 
@@ -203,7 +205,7 @@ def _choice_split(s: str) -> tuple[str, str] | None:
 
     ``\textbf{(D)}\ 12`` (AMC), ``B. 12``, ``C) 14``, ``option B`` all name a letter; ``A = 5`` or ``B^2`` do not.
     """
-    s = _TEX_SPACE.sub(" ", _unwrap_text_commands(s.strip()))
+    s = _ANSWER_LABEL.sub("", _TEX_SPACE.sub(" ", _unwrap_text_commands(s.strip())))
     s = _OPTION_WORD.sub("", s.strip().strip("*").strip().rstrip(".").strip())
     m = _MC_LETTER.match(s)
     if not m:
@@ -360,6 +362,17 @@ def _mv_parse(s: str, *, gold: bool) -> Any:
     return None
 
 
+def _imaginary_unit(expr: Any) -> Any:
+    """latex2sympy reads ``i`` as a variable: ``2i`` never equalled ``\\sqrt{-4}``, nor ``e^{i\\pi}`` -1. A free
+    ``i`` in a final answer is the imaginary unit (an index variable is bound, or written ``a_i``)."""
+    from sympy import Basic, I
+
+    if not isinstance(expr, Basic):
+        return expr
+    unit = {s: I for s in expr.free_symbols if getattr(s, "name", None) == "i"}
+    return expr.xreplace(unit) if unit else expr
+
+
 def _has_value(expr: Any) -> bool:
     if expr is None:
         return False
@@ -493,8 +506,8 @@ def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
         return False
     # Maybe equal: decide exactly. Constants compare by value under the precision policy; the rest
     # (expressions, sets, intervals, matrices, equations) through math-verify.
-    gold_parsed = _mv_parse(gold, gold=True)
-    pred = _mv_parse(ans, gold=False)
+    gold_parsed = _imaginary_unit(_mv_parse(gold, gold=True))
+    pred = _imaginary_unit(_mv_parse(ans, gold=False))
     g_huge, a_huge = _astronomical(gold_parsed), _astronomical(pred)
     if g_huge is not None or a_huge is not None:
         # One side has more than 10,000 digits: compare 40-digit approximations. Equal to 40 digits, only
@@ -716,7 +729,12 @@ def _clock_match(ref: Reference, answer: str) -> tuple[bool, str | None] | None:
 def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     """Does ``answer`` (an extracted final answer) equal the reference? Returns (verdict, detail)."""
     if ref.kind == "choice":
-        text = normalize_unicode(_strip_math_delimiters(answer))
+        text = strip_presentation(answer)
+        plain = _unwrap_text_commands(text).strip()
+        while plain.startswith("{") and _match_bracket(plain) == len(plain) - 1:
+            plain = plain[1:-1].strip()  # "{C}" is what "\textcolor{red}{C}" leaves
+        if re.fullmatch(r"\(?[A-Ja-j]\)?", plain):
+            text = plain.upper()  # "(c)" names choice C; a lone lower-case letter can be nothing else here
         named = _choice_letters(text)
         if len(named) > 1:
             return False, f"the answer names {len(named)} choices ({', '.join(sorted(named))}): a hedge"

@@ -164,9 +164,12 @@ _INFINITY_WORD = re.compile(r"(?<![A-Za-z\\])(?:oo|infinity|\\text\s*\{\s*infini
 _ANGLE_VECTOR = re.compile(r"\\langle\s*([^{}]*?)\s*\\rangle")
 _EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
 # Colour and invisible spacing change how an answer looks, not its value: "\color{red}42", "\textcolor{red}{42}".
+# So do font sizes ("\large C") and an underline.
 _COSMETIC = re.compile(
     r"\\color\s*\{[^{}]*\}|\\textcolor\s*\{[^{}]*\}|\\[hv]?phantom\s*\{[^{}]*\}|\\(?:bf|rm|it|sf|tt)(?![A-Za-z])\s*"
+    r"|\\(?:tiny|small|normalsize|large|Large|LARGE|huge|Huge|displaystyle|mathdollar)(?![A-Za-z])\s*"
 )
+_UNDERLINE = re.compile(r"\\underline\s*\{([^{}]*)\}")
 # A label inside the box: "\boxed{\text{Answer: } 42}", "\boxed{Final answer: 42}".
 _ANSWER_LABEL = re.compile(
     r"^\s*(?:\\text(?:bf)?\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\s*\}"
@@ -209,6 +212,17 @@ def _strip_math_delimiters(s: str) -> str:
     return s
 
 
+def strip_presentation(s: str) -> str:
+    """What only changes how an answer looks: unicode spellings, math delimiters, outer boxes, colour, font
+    size, ``\\displaystyle``, an underline, a label ("Answer: "). Applied to every answer, letters included."""
+    s = normalize_unicode(s)
+    s = _strip_outer_boxes(_strip_math_delimiters(s))
+    s = _strip_math_delimiters(s)
+    s = _COSMETIC.sub("", s)
+    s = _UNDERLINE.sub(r"\1", s)
+    return _ANSWER_LABEL.sub("", s)
+
+
 def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
     """Normalise one answer string (LaTeX or plain) so that equal values are written alike where cheap.
 
@@ -220,12 +234,7 @@ def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
     ``mixed_and`` reads "2 and 1/2" as the mixed number 5/2 (an answer to a single-valued reference);
     otherwise it is the two values 2 and 1/2 (a reference, or an answer to a list).
     """
-    s = normalize_unicode(s)
-    s = _strip_outer_boxes(_strip_math_delimiters(s))
-    s = _strip_math_delimiters(s)
-    s = s.replace("\\displaystyle", "").replace("\\mathdollar", "")
-    s = _COSMETIC.sub("", s)
-    s = _ANSWER_LABEL.sub("", s)
+    s = strip_presentation(s)
     s = _EMPTY_SET.sub(r"\\emptyset", s)
     s = _LEADING_APPROX.sub("", s)
     s = _TEXT_NO_LETTERS.sub(r"\1", s)
