@@ -384,6 +384,17 @@ VARIANTS = [
     ("\\boxed{e^{i\\pi}}", "-1", True, "Euler"),
     ("\\boxed{(1+i)^2}", "2i", True, "complex square"),
     ("\\boxed{-i}", "\\sqrt{-1}", False, "conjugate"),
+    # presentation that does not change the value; scale words that do
+    ("\\boxed{\\textstyle 5}", "5", True, "textstyle"),
+    ("\\boxed{\\pmb{5}}", "5", True, "pmb"),
+    ("\\boxed{\\left. 5 \\right.}", "5", True, "invisible delimiters"),
+    ("\\boxed{\\num{1.5e3}}", "1500", True, "siunitx num"),
+    ("\\boxed{\\SI{5}{\\meter}}", "5", True, "siunitx SI"),
+    ("\\boxed{\\qty{6}{cm}}", "5", False, "siunitx qty, wrong"),
+    ("\\boxed{5 (\\text{apples})}", "5", True, "unit in parentheses"),
+    ("\\boxed{1.5 \\text{ million}}", "1500000", True, "scale word"),
+    ("\\boxed{2 \\text{ million}}", "2", False, "a scale word is not a unit"),
+    ("\\boxed{12 \\text{ dozen}}", "144", True, "dozen"),
 ]
 
 

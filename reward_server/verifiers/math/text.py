@@ -127,7 +127,8 @@ def normalize_unicode(text: str) -> str:
 
 # A row break "\\\\" is kept (group 1); spacing commands become a space.
 _SPACING = re.compile(r"(\\\\)|\\[,;:!> ]|\\(?:q?quad|hspace\{[^}]*\}|thinspace|medspace|thickspace|enspace)|~")
-_LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|biggr)(?![A-Za-z])\s*")
+# "\left." and "\right." are invisible delimiters: the dot goes with them.
+_LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|biggr)(?![A-Za-z])\s*\.?")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|textnormal)\s*\{")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|\\circ")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\bpercent\b|\\text\{\s*\\%\s*\})")
@@ -167,8 +168,17 @@ _EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
 # So do font sizes ("\large C") and an underline.
 _COSMETIC = re.compile(
     r"\\color\s*\{[^{}]*\}|\\textcolor\s*\{[^{}]*\}|\\[hv]?phantom\s*\{[^{}]*\}|\\(?:bf|rm|it|sf|tt)(?![A-Za-z])\s*"
-    r"|\\(?:tiny|small|normalsize|large|Large|LARGE|huge|Huge|displaystyle|mathdollar)(?![A-Za-z])\s*"
+    r"|\\(?:tiny|small|normalsize|large|Large|LARGE|huge|Huge|displaystyle|textstyle|scriptstyle|mathdollar)"
+    r"(?![A-Za-z])\s*"
 )
+# siunitx: "\num{1.5e3}" is the number, "\SI{5}{\meter}" and "\qty{5}{cm}" the number with a unit.
+_SIUNITX = re.compile(r"\\(?:num|SI|qty)\s*\{([^{}]*)\}(?:\s*\{(?:[^{}]|\{[^{}]*\})*\})?")
+# A scale word multiplies ("1.5 million" is 1500000); it is not a unit to drop.
+_SCALE_WORD = re.compile(
+    r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\\text\s*\{\s*)?(hundred|thousand|million|billion|trillion|dozen)s?\b\s*\}?",
+    re.IGNORECASE,
+)
+_SCALE = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12}
 _UNDERLINE = re.compile(r"\\underline\s*\{([^{}]*)\}")
 # A label inside the box: "\boxed{\text{Answer: } 42}", "\boxed{Final answer: 42}".
 _ANSWER_LABEL = re.compile(
@@ -179,7 +189,7 @@ _ANSWER_LABEL = re.compile(
 # "\approx 42" as a whole answer states 42.
 _LEADING_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|\\simeq|\\thickapprox)\s*")
 _TEXT_NO_LETTERS = re.compile(
-    r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|underline|boldsymbol|bm|emph)\s*\{([^{}A-Za-z]*)\}"
+    r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|underline|boldsymbol|bm|pmb|emph)\s*\{([^{}A-Za-z]*)\}"
 )
 _LEADING_VAR = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?=[^=]+$)")
 _MC_LETTER = re.compile(
@@ -219,6 +229,7 @@ def strip_presentation(s: str) -> str:
     s = _strip_outer_boxes(_strip_math_delimiters(s))
     s = _strip_math_delimiters(s)
     s = _COSMETIC.sub("", s)
+    s = _SIUNITX.sub(r"\1", s)
     s = _UNDERLINE.sub(r"\1", s)
     return _ANSWER_LABEL.sub("", s)
 
@@ -244,6 +255,7 @@ def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
         # the unit m after 5, not the product 5m.
         s = _SINGLE_LETTER_TEXT.sub(lambda m: (" " if m.group(1) else "") + m.group(2), s)
     s = _DFRAC.sub(r"\\frac", s)
+    s = _SCALE_WORD.sub(_scaled, s)
     s = _LEFT_RIGHT.sub("", s)
     s = _ANGLE_VECTOR.sub(r"(\1)", s)
     s = _ORDINAL.sub("", s)
@@ -304,6 +316,11 @@ def _brace_frac_args(m: re.Match[str]) -> str:
     return rf"\frac{m.group(3)}{{{m.group(4)}}}"
 
 
+def _scaled(m: re.Match[str]) -> str:
+    value = Fraction(m.group(1)) * _SCALE[m.group(2).lower()]
+    return str(value.numerator) if value.denominator == 1 else f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
 def _mixed_and_to_frac(m: re.Match[str]) -> str:
     num, den = (m.group(3), m.group(4)) if m.group(3) else (m.group(5), m.group(6))
     if int(den) == 0 or int(num) >= int(den):
@@ -320,7 +337,11 @@ def _mixed_to_frac(m: re.Match[str]) -> str:
     return f"{sign}\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
-_UNIT_TEXT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}(?:\s*\^\s*\{?\d\}?)?\s*$")
+# A unit in a text command, also in parentheses: "18 \text{cm}^2", "5 (\text{apples})", "5\ (\text{approx.})".
+_UNIT_TEXT = re.compile(
+    r"\s*(?:\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}(?:\s*\^\s*\{?\d\}?)?"
+    r"|\(\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}\s*\))\s*$"
+)
 
 
 # Unit symbols, also one-letter ones and their products, quotients and powers ("m/s^2", "cm^{3}", "kg*m").
