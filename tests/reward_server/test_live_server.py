@@ -68,7 +68,9 @@ def test_live_batch(live_server: str) -> None:
     items = [
         {"id": "a", "response": "<think>2+2</think> The answer is $\\boxed{4}$.", "ground_truth": "4"},
         {"id": "b", "response": "The answer is 5.", "ground_truth": "#### 4"},
-        {"id": "c", "response": "\\boxed{10^{10^{10^{10}}}}", "ground_truth": "4"},
+        # Cancels to 4, which only ten-billion-digit arithmetic could show: a real hang (a bare tower now gets a
+        # verdict by magnitude at once).
+        {"id": "c", "response": "\\boxed{10^{10^{10}} - 10^{10^{10}} + 4}", "ground_truth": "4"},
     ]
     r = httpx.post(f"{live_server}/v1/rewards", json={"items": items}, timeout=30)
     assert r.status_code == 200
@@ -129,7 +131,8 @@ def test_abandoned_requests_leave_the_queue(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc)
-        hang = [{"id": str(i), "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "ground_truth": "1"} for i in range(12)]
+        stuck = "\\boxed{10^{10^{10}} - 10^{10^{10}} + 1}"  # cancels to 1: only exact arithmetic could tell
+        hang = [{"id": str(i), "response": stuck, "ground_truth": "1"} for i in range(12)]
         # 12 items of 2 s each on 2 workers would hold the pool for 12 s.
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{url}/v1/rewards", json={"items": hang}, timeout=1.0)

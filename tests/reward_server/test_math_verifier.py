@@ -315,6 +315,86 @@ VARIANTS = [
     ("The value is 3 or 4.", "4", False, "hedge in the fallback"),
     ("The solutions are $x = 2$ and $x = 5$.", "5, 2", True, "two roots in the fallback"),
     ("Adding 3 and 4 gives 7", "7", True, "values joined by words are not one answer"),
+    # the answer line in other languages: the value after it, never the line as a whole
+    ("答案：5", "5", True, "Chinese answer line, full-width colon"),
+    ("最终答案是 $\\frac{1}{2}$。", "0.5", True, "Chinese final answer, math"),
+    ("答：12个苹果", "12", True, "Chinese answer with a unit glued on"),
+    ("答：12个苹果", "13", False, "Chinese answer, wrong"),
+    ("Ответ: 12 яблок.", "12", True, "Russian answer with a unit"),
+    ("Итак, ответ равен 7.", "7", True, "Russian 'the answer equals'"),
+    ("Ответ: 5.", "6", False, "Russian answer, wrong"),
+    ("我们检查答案。x = 3 时 y = 8", "8", True, "the word for answer in prose is no anchor"),
+    # a time of day compares as a time: a.m. and p.m. are not units to drop
+    ("\\boxed{3:00 PM}", "3:00 AM", False, "p.m. is not a.m."),
+    ("\\boxed{15:00}", "3:00 PM", True, "24-hour clock"),
+    ("\\boxed{\\text{3 p.m.}}", "3:00 PM", True, "hour only, dotted mark"),
+    ("\\boxed{9:30 PM}", "9:30", False, "a reference without a mark is a 24-hour time"),
+    ("\\boxed{3:4}", "3:4", True, "a ratio is not a time"),
+    # repeating decimals are exact
+    ("\\boxed{0.\\overline{3}}", "\\frac13", True, "overline"),
+    ("\\boxed{\\frac{4}{11}}", "0.\\overline{36}", True, "overline reference"),
+    ("\\boxed{0.1\\overline{6}}", "\\frac16", True, "overline after a fixed digit"),
+    ("\\boxed{0.333\\ldots}", "\\frac13", True, "digits written out until dots"),
+    ("\\boxed{0.\\overline{3}}", "\\frac14", False, "overline, wrong"),
+    ("\\boxed{0.333}", "\\frac13", False, "a rounded answer for an exact reference"),
+    # a mixed number said with "and"; ordinals; infinity spelled out; angle-bracket vectors; word plurals
+    ("The answer is 2 and 1/2.", "\\frac52", True, "mixed number in words"),
+    ("\\boxed{2 \\text{ and } \\frac{1}{2}}", "2.5", True, "mixed number with text and"),
+    ("\\boxed{2 \\text{ and } \\frac{1}{2}}", "2, \\frac12", True, "two values when the reference lists two"),
+    ("\\boxed{3rd}", "3", True, "ordinal"),
+    ("\\boxed{21^{\\text{st}}}", "21", True, "ordinal superscript"),
+    ("\\boxed{4th}", "3", False, "ordinal, wrong"),
+    ("\\boxed{oo}", "\\infty", True, "sympy's infinity"),
+    ("\\boxed{\\text{infinity}}", "\\infty", True, "infinity in words"),
+    ("\\boxed{-oo}", "\\infty", False, "minus infinity"),
+    ("\\boxed{\\langle 1,2 \\rangle}", "(1,2)", True, "angle-bracket vector"),
+    ("\\boxed{\\left\\langle 2, 1\\right\\rangle}", "(1,2)", False, "angle-bracket vector, swapped"),
+    ("\\boxed{\\text{Apples}}", "\\text{apple}", True, "word answer, case and plural"),
+    ("\\boxed{\\text{pear}}", "\\text{apple}", False, "other word"),
+    # an inequality in one variable states an interval
+    ("\\boxed{x \\le 3}", "(-\\infty,3]", True, "inequality for an interval"),
+    ("\\boxed{x < 3}", "(-\\infty,3]", False, "strict inequality for a closed end"),
+    ("\\boxed{-1 < x \\le 2}", "(-1, 2]", True, "double inequality"),
+    ("\\boxed{2 > x > 0}", "(0,2)", True, "inequality read right to left"),
+    ("\\boxed{x<2 \\text{ or } x>3}", "(-\\infty, 2) \\cup (3, \\infty)", True, "union as inequalities"),
+    ("\\boxed{x<2 \\text{ or } x>4}", "(-\\infty, 2) \\cup (3, \\infty)", False, "union, wrong end"),
+    # a plain number joined to math by "or" is part of the hedge
+    ("The answer is 5 or $7$.", "7", False, "number, then math"),
+    ("The answer is $x=5$ or 7.", "5", False, "math, then number"),
+    ("The answer is 5, or maybe $7$.", "7", False, "comma and maybe"),
+    ("The answer is $\\frac12$ of the 12 apples.", "\\frac12", True, "a later number in words is no hedge"),
+    # restated after the box, or in a display block
+    ("\\boxed{5}. So the answer is 5 apples.", "5", True, "restated with a unit"),
+    ("**Final Answer**\n\n\\[\n\\boxed{\\dfrac{3}{4}}\n\\]", "0.75", True, "markdown header and display"),
+    ("<answer>The answer is $\\frac{3}{4}$</answer>", "0.75", True, "sentence in the answer tag"),
+    ("\\boxed{5,}", "5", True, "trailing comma in the box"),
+    ("\\boxed{\\$1{,}000}", "1000", True, "dollar and braced comma"),
+    ("\\boxed{1{,}000.50}", "1000.05", False, "braced thousands, other value"),
+    # a choice letter dressed up is still the letter
+    ("\\boxed{\\displaystyle \\text{(C)}}", "(C)", True, "displaystyle around a choice"),
+    ("\\boxed{\\textcolor{red}{C}}", "(C)", True, "coloured choice"),
+    ("\\boxed{\\large C}", "(C)", True, "font size"),
+    ("\\boxed{\\underline{C}}", "(C)", True, "underlined choice"),
+    ("\\boxed{\\text{Answer: C}}", "(C)", True, "label inside the text"),
+    ("\\boxed{(c)}", "(C)", True, "lower-case choice"),
+    ("\\boxed{\\textcolor{red}{D}}", "(C)", False, "coloured choice, wrong"),
+    # i is the imaginary unit
+    ("\\boxed{i}", "\\sqrt{-1}", True, "i for a root of -1"),
+    ("\\boxed{2i}", "\\sqrt{-4}", True, "multiple of i"),
+    ("\\boxed{e^{i\\pi}}", "-1", True, "Euler"),
+    ("\\boxed{(1+i)^2}", "2i", True, "complex square"),
+    ("\\boxed{-i}", "\\sqrt{-1}", False, "conjugate"),
+    # presentation that does not change the value; scale words that do
+    ("\\boxed{\\textstyle 5}", "5", True, "textstyle"),
+    ("\\boxed{\\pmb{5}}", "5", True, "pmb"),
+    ("\\boxed{\\left. 5 \\right.}", "5", True, "invisible delimiters"),
+    ("\\boxed{\\num{1.5e3}}", "1500", True, "siunitx num"),
+    ("\\boxed{\\SI{5}{\\meter}}", "5", True, "siunitx SI"),
+    ("\\boxed{\\qty{6}{cm}}", "5", False, "siunitx qty, wrong"),
+    ("\\boxed{5 (\\text{apples})}", "5", True, "unit in parentheses"),
+    ("\\boxed{1.5 \\text{ million}}", "1500000", True, "scale word"),
+    ("\\boxed{2 \\text{ million}}", "2", False, "a scale word is not a unit"),
+    ("\\boxed{12 \\text{ dozen}}", "144", True, "dozen"),
 ]
 
 
@@ -442,8 +522,22 @@ def test_options_validated() -> None:
         "\\(" * 50000,
         "\\boxed{" * 20000,
         "$" * 100000,
+        "1" * 100000,
+        "\n" * 100000 + "5 and 6",
+        " " * 100000 + "\\sqrt{2}",
     ],
-    ids=["many spans", "long anchor clause", "huge number", "long sum", "unclosed parens", "unclosed boxes", "dollars"],
+    ids=[
+        "many spans",
+        "long anchor clause",
+        "huge number",
+        "long sum",
+        "unclosed parens",
+        "unclosed boxes",
+        "dollars",
+        "digits",
+        "newlines",
+        "spaces",
+    ],
 )
 def test_degenerate_completions_are_wrong_not_slow(response: str) -> None:
     """Degenerate outputs (loops, floods) get a verdict of wrong, fast: extraction is linear, and answers
@@ -452,3 +546,31 @@ def test_degenerate_completions_are_wrong_not_slow(response: str) -> None:
     verdict = verify_math(response, "5")
     assert verdict.correct is False
     assert time.perf_counter() - start < 3.0
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "expected"),
+    [
+        ("\\boxed{10^{10^{10}}}", "5", False),
+        ("\\boxed{10^{10^{10^{10}}}}", "5", False),
+        ("\\boxed{9^{9^{9}}}", "7", False),
+        ("\\boxed{(10^{10})!}", "120", False),
+        ("\\boxed{\\binom{10^{8}}{5 \\cdot 10^{7}}}", "3", False),
+        ("\\boxed{e^{10^{100}}}", "2", False),
+        ("\\boxed{10^{-10^{10}}}", "0", False),
+        ("\\boxed{5 \\text{ or } 10^{10^{10}}}", "5", False),
+        ("The answer is 5 or $10^{10^{10}}$.", "5", False),
+        ("\\boxed{10^{10^{10}}}", "10^{10^{11}}", False),
+        ("\\boxed{10^{10^{10}}}", "10^{10^{10}}", True),
+        ("\\boxed{2^{1000}}", str(2**1000), True),
+        ("\\boxed{" + ", ".join(str(i) for i in range(3000)) + "}", ", ".join(str(i) for i in range(3000)), True),
+    ],
+)
+def test_astronomical_values_get_a_fast_verdict(response: str, reference: str, expected: bool) -> None:
+    """An answer whose exact value has billions of digits is compared by magnitude (mpmath keeps mantissa and
+    exponent), not built by sympy: a verdict in well under a second, not a 5 s timeout and a killed worker."""
+    start = time.perf_counter()
+    verdict = verify_math(response, reference)
+    assert verdict.status is MathStatus.OK
+    assert verdict.correct is expected
+    assert time.perf_counter() - start < 2.0

@@ -3,6 +3,7 @@ and math-verify for the rest."""
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import re
@@ -11,9 +12,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from reward_server.verifiers.math.extract import _box_answer, _last_anchor_value
+from reward_server.verifiers.math.extract import _box_answer, _last_anchor_value, _letters
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
 from reward_server.verifiers.math.text import (
+    _ANSWER_LABEL,
     _LEADING_VAR,
     _MC_LETTER,
     Num,
@@ -24,6 +26,7 @@ from reward_server.verifiers.math.text import (
     normalize_answer,
     normalize_unicode,
     parse_number,
+    strip_presentation,
 )
 from reward_server.verifiers.math.types import MathOptions
 
@@ -202,7 +205,7 @@ def _choice_split(s: str) -> tuple[str, str] | None:
 
     ``\textbf{(D)}\ 12`` (AMC), ``B. 12``, ``C) 14``, ``option B`` all name a letter; ``A = 5`` or ``B^2`` do not.
     """
-    s = _TEX_SPACE.sub(" ", _unwrap_text_commands(s.strip()))
+    s = _ANSWER_LABEL.sub("", _TEX_SPACE.sub(" ", _unwrap_text_commands(s.strip())))
     s = _OPTION_WORD.sub("", s.strip().strip("*").strip().rstrip(".").strip())
     m = _MC_LETTER.match(s)
     if not m:
@@ -359,6 +362,17 @@ def _mv_parse(s: str, *, gold: bool) -> Any:
     return None
 
 
+def _imaginary_unit(expr: Any) -> Any:
+    """latex2sympy reads ``i`` as a variable: ``2i`` never equalled ``\\sqrt{-4}``, nor ``e^{i\\pi}`` -1. A free
+    ``i`` in a final answer is the imaginary unit (an index variable is bound, or written ``a_i``)."""
+    from sympy import Basic, I
+
+    if not isinstance(expr, Basic):
+        return expr
+    unit = {s: I for s in expr.free_symbols if getattr(s, "name", None) == "i"}
+    return expr.xreplace(unit) if unit else expr
+
+
 def _has_value(expr: Any) -> bool:
     if expr is None:
         return False
@@ -427,6 +441,40 @@ def _base_value(s: str, default_base: int | None = None) -> int | None:
         return None
 
 
+_INEQUALITY = re.compile(r"(\\(?:leqslant|geqslant|leq|geq|le|ge|lt|gt)(?![A-Za-z])|<=|>=|<|>)")
+_LESS = {"<": "<", "\\lt": "<", "<=": "<=", "\\le": "<=", "\\leq": "<=", "\\leqslant": "<="}
+_GREATER = {">": "<", "\\gt": "<", ">=": "<=", "\\ge": "<=", "\\geq": "<=", "\\geqslant": "<="}
+
+
+def _is_interval(s: str) -> bool:
+    s = s.strip()
+    return len(s) >= 5 and s[0] in "([" and s[-1] in ")]" and ("," in s or "\\cup" in s)
+
+
+def _inequality_as_interval(s: str) -> str | None:
+    r"""A one-variable inequality as the interval it describes: ``x \le 3`` -> ``(-\infty, 3]``,
+    ``-1 < x \le 2`` -> ``(-1, 2]``, ``x > 0`` -> ``(0, \infty)``; ``None`` for anything else."""
+    parts = [p.strip() for p in _INEQUALITY.split(s)]
+    if len(parts) not in (3, 5) or not all(parts[::2]):
+        return None
+    ops = parts[1::2]
+    if all(op in _GREATER for op in ops):  # "3 > x" is "x < 3": read it right to left
+        parts, ops = parts[::-1], [_GREATER[op] for op in ops[::-1]]
+    elif all(op in _LESS for op in ops):
+        ops = [_LESS[op] for op in ops]
+    else:
+        return None
+    terms = parts[::2]
+    var = [i for i, t in enumerate(terms) if re.fullmatch(r"[A-Za-z]", t)]
+    if len(var) != 1 or any(_letters(t) for i, t in enumerate(terms) if i != var[0]):
+        return None
+    if len(terms) == 3 and var[0] != 1:
+        return None
+    low = "(-\\infty" if var[0] == 0 else ("[" if ops[0] == "<=" else "(") + terms[0]
+    high = "\\infty)" if var[0] == len(terms) - 1 else terms[-1] + ("]" if ops[-1] == "<=" else ")")
+    return f"{low}, {high}"
+
+
 @functools.lru_cache(maxsize=16384)
 def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
     """Is the answer member ``ans`` equal to the reference member ``gold``? (Both normalised.)
@@ -435,6 +483,11 @@ def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
     """
     if gold == ans:
         return True
+    # An inequality and an interval state the same set: "x \le 3" is "(-\infty, 3]", either way round.
+    if _is_interval(gold) and (interval := _inequality_as_interval(ans)) is not None:
+        ans = interval
+    elif _is_interval(ans) and (interval := _inequality_as_interval(gold)) is not None:
+        gold = interval
     gold_num = parse_number(gold)
     gold_base = _BASE_NUMBER.match(gold.replace(" ", ""))
     if gold_base or _BASE_NUMBER.match(ans.replace(" ", "")):
@@ -453,8 +506,17 @@ def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
         return False
     # Maybe equal: decide exactly. Constants compare by value under the precision policy; the rest
     # (expressions, sets, intervals, matrices, equations) through math-verify.
-    gold_parsed = _mv_parse(gold, gold=True)
-    pred = _mv_parse(ans, gold=False)
+    gold_parsed = _imaginary_unit(_mv_parse(gold, gold=True))
+    pred = _imaginary_unit(_mv_parse(ans, gold=False))
+    g_huge, a_huge = _astronomical(gold_parsed), _astronomical(pred)
+    if g_huge is not None or a_huge is not None:
+        # One side has more than 10,000 digits: compare 40-digit approximations. Equal to 40 digits, only
+        # exact arithmetic can tell (and may run out of time); otherwise they differ.
+        if g_huge is None or a_huge is None:
+            return False
+        if _BEYOND_EVALF not in (g_huge, a_huge) and abs(g_huge - a_huge) > abs(g_huge) * Fraction(1, 10**30):
+            return False
+        return _mv_equal(gold_parsed, pred, options)
     g_val = gold_num or _constant_value(gold_parsed)
     a_val = ans_num or _constant_value(pred)
     if g_val is not None and a_val is not None and not (g_val.approx and a_val.approx):
@@ -563,6 +625,53 @@ def _constant_value(expr: Any) -> Num | None:
         return None
 
 
+# Beyond this many digits (either way) a constant is not evaluated exactly: doit() on 10^{10^{10}}, (10^{10})!
+# or \binom{10^8}{5\cdot10^7} builds the integer itself and never returns.
+_MAX_EXACT_DIGITS = 10_000
+
+
+# The marker for a constant too large even for evalf: an exponent (or factorial) with more than 15 digits.
+_BEYOND_EVALF = "beyond evalf"
+
+
+def _astronomical(expr: Any) -> Any:
+    """An astronomically large or small real constant as a 40-digit sympy Float (or ``_BEYOND_EVALF`` when
+    even its exponent is astronomical), else ``None``: not a constant, or of ordinary size.
+
+    mpmath's evalf keeps a number as a mantissa and a binary exponent, so ``10^{10^{10}}`` costs microseconds
+    where exact evaluation would not finish; ``10^{10^{10^{10}}}`` needs a 10^10-digit exponent, so exponents
+    are checked from the inside out first.
+    """
+    from sympy import Expr, Float, N, Pow, factorial, gamma, postorder_traversal
+
+    if not isinstance(expr, Expr) or expr.free_symbols or not expr.is_number:
+        return None
+    try:
+        beyond: set[Any] = set()
+        for node in postorder_traversal(expr):
+            if isinstance(node, Pow):
+                base, arg = node.base, node.exp
+                if base.is_number and (base.is_zero or abs(base) == 1):
+                    continue
+            elif isinstance(node, (factorial, gamma)):
+                arg = node.args[0]
+            else:
+                continue
+            if not arg.is_number:
+                continue
+            if any(sub in beyond for sub in postorder_traversal(arg)) or abs(N(arg, 15)) > 10**15:
+                beyond.add(node)
+        if beyond:
+            return _BEYOND_EVALF
+        v = N(expr, 40)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+    if not isinstance(v, Float) or v.is_zero or not v.is_finite:
+        return None
+    _sign, _mantissa, exponent, bits = v._mpf_
+    return v if abs(exponent + bits) * math.log10(2) > _MAX_EXACT_DIGITS else None
+
+
 def _distinct(members: Sequence[str]) -> list[str]:
     """Drop repeats (the same number, or the same text up to spacing): "7, 007" is one value."""
     out: list[str] = []
@@ -576,10 +685,56 @@ def _distinct(members: Sequence[str]) -> list[str]:
     return out
 
 
+def _same_word(a: str, b: str) -> bool:
+    """Word answers compare without case, spacing or an English plural ending: "Apples" is "apple"."""
+    a, b = re.sub(r"\s+", " ", a).strip(), re.sub(r"\s+", " ", b).strip()
+    short, long = sorted((a, b), key=len)
+    return a == b or (len(short) >= 3 and long in (short + "s", short + "es"))
+
+
+# A time of day: "3:00 PM", "3 p.m.", "15:00", "\text{9:30 a.m.}".
+_CLOCK = re.compile(r"^(\d{1,2})(?::([0-5]\d))?\s*(?:([ap])\.?\s*m\.?)?$", re.IGNORECASE)
+
+
+def _clock_minutes(s: str) -> tuple[int, bool] | None:
+    """A time of day as (minutes after midnight, whether it has an a.m./p.m. mark), or ``None``.
+
+    Without a mark the clock is read as 24-hour (``15:00``; ``3:00`` is 3 a.m.); a bare number is no time.
+    """
+    plain = _unwrap_text_commands(normalize_unicode(_strip_math_delimiters(s))).replace("$", "")
+    m = _CLOCK.match(re.sub(r"\\[,;: ]|~|\\q?quad|\s+", " ", plain).strip())
+    if m is None or not (m.group(2) or m.group(3)):
+        return None
+    hour, minute = int(m.group(1)), int(m.group(2) or 0)
+    if m.group(3):
+        if not 1 <= hour <= 12:
+            return None
+        return (hour % 12 + (12 if m.group(3).lower() == "p" else 0)) * 60 + minute, True
+    return (hour * 60 + minute, False) if hour <= 24 else None
+
+
+def _clock_match(ref: Reference, answer: str) -> tuple[bool, str | None] | None:
+    """The verdict when a time of day is compared (a.m./p.m. on either side), else ``None``.
+
+    Unit stripping would read "3:00 PM" as "3:00", so 3 a.m. would pass for 3 p.m.: times compare as times.
+    """
+    ref_clock, ans_clock = _clock_minutes(ref.answer), _clock_minutes(answer)
+    if ref_clock is None or not (ref_clock[1] or (ans_clock is not None and ans_clock[1])):
+        return None
+    if ans_clock is None:
+        return False, "the reference is a time of day; the answer is not one"
+    return ref_clock[0] == ans_clock[0], None
+
+
 def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     """Does ``answer`` (an extracted final answer) equal the reference? Returns (verdict, detail)."""
     if ref.kind == "choice":
-        text = normalize_unicode(_strip_math_delimiters(answer))
+        text = strip_presentation(answer)
+        plain = _unwrap_text_commands(text).strip()
+        while plain.startswith("{") and _match_bracket(plain) == len(plain) - 1:
+            plain = plain[1:-1].strip()  # "{C}" is what "\textcolor{red}{C}" leaves
+        if re.fullmatch(r"\(?[A-Ja-j]\)?", plain):
+            text = plain.upper()  # "(c)" names choice C; a lone lower-case letter can be nothing else here
         named = _choice_letters(text)
         if len(named) > 1:
             return False, f"the answer names {len(named)} choices ({', '.join(sorted(named))}): a hedge"
@@ -597,10 +752,12 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
     if len(answer) > max(_MAX_ANSWER_CHARS, 4 * len(ref.answer)):
         # A degenerate answer ("1+1+...+1", a looping sentence in a box) is wrong, not a sympy job.
         return False, f"the final answer is {len(answer)} characters long; answers this long are not compared"
-    norm = normalize_answer(answer)
+    if (clock := _clock_match(ref, answer)) is not None:
+        return clock
+    norm = normalize_answer(answer, mixed_and=len(ref.members) == 1)
     if ref.kind == "text":
         plain = _unwrap_text_commands(norm).strip().lower()
-        return plain == ref.members[0].lower(), None
+        return _same_word(plain, ref.members[0].lower()), None
     members = _distinct(_members(norm))
     if not members:
         return False, "the final answer is empty after normalisation"
@@ -612,11 +769,20 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
             if converted is not None and _member_match(ref.members[0], converted, options):
                 return True, "the answer is the same angle in the other unit (degrees/radians)"
             return False, None
+        hedge = f"the final answer gives {len(members)} different values for a single-valued reference"
+        intervals = [_inequality_as_interval(m) for m in members]
+        if _is_interval(ref.members[0]) and all(intervals):
+            # "x < 2 or x > 3" for "(-\infty, 2) \cup (3, \infty)": a union written as inequalities.
+            return _member_match(ref.members[0], " \\cup ".join(map(str, intervals)), options), None
+        if parse_number(ref.members[0]) is not None or latex_value(ref.members[0]) is not None:
+            # A number is never several values: a hedge, decided without sympy (which could hang on one of
+            # the values, e.g. "5 or 10^{10^{10}}").
+            return False, hedge
         # Several values for a single-valued reference: right only if the answer as a whole is one object
         # equal to it (a tuple or interval written with commas), never as a hedge.
         if _mv_equal(_mv_parse(ref.norm, gold=True), _mv_parse(norm, gold=False), options):
             return True, None
-        return False, f"the final answer gives {len(members)} different values for a single-valued reference"
+        return False, hedge
     if _is_system(ref.labels):
         return _system_match(ref, norm, options)
     # A list/set/± reference: all of its members, in any order, and nothing else.
@@ -646,11 +812,21 @@ def _in_reference_angle_unit(ref: Reference, raw_answer: str, answer: str) -> st
 
 
 def _perfect_matching(ref: Reference, members: list[str], options: MathOptions) -> bool:
-    n = len(members)
+    # Members written alike pair off first (equality is transitive, so this never loses a matching): a long
+    # list in the reference's own words costs a count, not n^2 comparisons.
+    unmatched = collections.Counter(members)
+    gold: list[str] = []
+    for g in ref.members:
+        if unmatched[g] > 0:
+            unmatched[g] -= 1
+        else:
+            gold.append(g)
+    answer = list(unmatched.elements())
+    n = len(answer)
     match_of: dict[int, int] = {}
 
     def ok(i: int, j: int) -> bool:
-        return _member_match(ref.members[i], members[j], options)
+        return _member_match(gold[i], answer[j], options)
 
     # Bipartite matching (Kuhn); lists are short.
     edges = [[j for j in range(n) if ok(i, j)] for i in range(n)]

@@ -25,11 +25,19 @@ _THINK_CLOSE = re.compile(r"</think\s*>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think\s*>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
+# The answer line in the languages policies drift into (the text is NFKC-normalised first, so a full-width
+# colon is ':'): "答案是 5", "最终答案：5", "答：12个苹果", "Ответ: 12", "ответ равен 12", "答えは 5", "정답: 5".
+# What follows must start with a value (see _last_anchor_value): these words also occur in prose.
+_FOREIGN_ANCHOR = (
+    r"(?:最终答案|最後答案|答案|答え)\s*(?:应该?是|應該?是|应为|應為|为|為|是|は)?|(?<![^\W\d_])答\s*:"
+    r"|\bответ(?:ом)?\s*(?::|—|–|-|равен|будет)|(?:정답|답)\s*(?:은|는)?\s*:"
+)
 # "final answer is", "the answer is", "Answer:", "answer =", "#### 42".
 # Also "the correct option is B", "answer choice: (C)".
 _ANCHOR = re.compile(
-    r"(?:final\s+answers?\s*(?:is|are|:|=|-)?|\banswers?\s*(?:is|are|:|=)|^\s*#{4}(?!#)"
-    r"|\b(?:correct|right|best)\s+(?:option|choice)\s*(?:is|:)|\banswer\s+(?:choice|option)\s*(?:is|:))\s*[:=]?",
+    r"(?:final\s+answers?\s*(?:is|are|:|=|-)?|\banswers?\s*(?:is|are|:|=)|^[ \t]*#{4}(?!#)"
+    r"|\b(?:correct|right|best)\s+(?:option|choice)\s*(?:is|:)|\banswer\s+(?:choice|option)\s*(?:is|:)"
+    rf"|{_FOREIGN_ANCHOR})\s*[:=]?",
     re.IGNORECASE | re.MULTILINE,
 )
 # A choice named as the right one, with the letter first: "Option B is correct", "(C) is the right answer".
@@ -48,7 +56,8 @@ _NUMBER = re.compile(
     r"(?:\s*/\s*\d+)?(?:\s*(?:%|percent\b))?|" + _NOT_EXPONENT + r"[-+]?\.\d+"
 )
 _BARE_LATEX_VALUE = re.compile(
-    r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?\d*\s*\\sqrt\s*\{[^{}]*\}|-?\d+(?:\.\d+)?\^\{[^{}]*\}|-?\d+\^-?\d+"
+    r"-?\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|-?(?:(?<!\d)\d+\s*)?\\sqrt\s*\{[^{}]*\}|-?(?<!\d)\d+(?:\.\d+)?\^\{[^{}]*\}"
+    r"|-?(?<!\d)\d+\^-?\d+"
 )
 _MD_NOISE = re.compile(r"\*\*|__|`|^[>\s]+|^#{1,3}\s+")
 _EQUALS = re.compile(r"(?<![<>!\\:])=(?!=)")
@@ -170,9 +179,13 @@ def _without_spans(text: str, spans: list[_Span]) -> str:
     return "".join(out)
 
 
+# A word: two Latin letters, or any run of letters of another script ("答案", "Ответ"), which a value never has.
+_WORD = re.compile(r"[A-Za-z]{2,}|[^\W\d_A-Za-z]+")
+
+
 def _word_count(s: str) -> int:
     without_latex = re.sub(r"\\[A-Za-z]+", " ", _without_spans(s, _math_spans(s)))
-    return len(re.findall(r"[A-Za-z]{2,}", without_latex))
+    return len(_WORD.findall(without_latex))
 
 
 def _has_math(s: str) -> bool:
@@ -232,7 +245,9 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
     # The first sentence only: a period followed by a space or the end (not a decimal point), outside math.
     # A parenthetical remark ("25 (since 5*5=25)") ends it too, but not a hedge ("3 (or 4)").
     for m in re.finditer(
-        r"\.(?:\s|$)|[!?;](?:\s|$)|\s(?:because|since|which|as)\s|\s\((?!\s*(?:or|and)\b)[A-Za-z]{2,}\b", line
+        r"\.(?:\s|$)|[!?;](?:\s|$)|[。！？；]|\s(?:because|since|which|as)\s"
+        r"|\s\((?!\s*(?:or|and)\b)[A-Za-z]{2,}\b",
+        line,
     ):
         if _outside(spans, m.start()):
             line = line[: m.start()]
@@ -252,8 +267,21 @@ def _clean_clause(text: str, *, value_only: bool) -> str | None:
         return plain
     spans = _math_spans(line)
     if spans:
-        return ", ".join(_result_side(sp.content) for sp in spans) or None
+        values = [_result_side(sp.content) for sp in spans]
+        # A plain number joined to the math by "or", "and" or a comma is part of the answer: "5 or $7$" is a
+        # hedge, not 7; "$x = 5$ or 7" is not 5.
+        if before := _HEDGED_BEFORE.match(line[: spans[0].start]):
+            values.insert(0, before.group(1))
+        if after := _HEDGED_AFTER.match(line[spans[-1].end :]):
+            values.append(after.group(1))
+        return ", ".join(values) or None
     return _result_side(line) or None
+
+
+_JOINED_NUMBER = r"([-+]?\d+(?:\.\d+)?(?:\s*/\s*\d+)?)"
+_JOIN = r"\s*(?:,|;|\bor\b|\band\b)\s*(?:(?:or|and|maybe|perhaps|possibly)\s+)*"
+_HEDGED_BEFORE = re.compile(rf"^\s*{_JOINED_NUMBER}{_JOIN}$", re.IGNORECASE)
+_HEDGED_AFTER = re.compile(rf"^{_JOIN}{_JOINED_NUMBER}\s*\.?\s*$", re.IGNORECASE)
 
 
 # What joins the fallback's last value to earlier ones into one answer: "3 or 4", "$x=2$ and $x=5$".
@@ -324,7 +352,10 @@ def _last_answer_tag(text: str) -> tuple[int, int, Extraction] | None:
 
 def _last_anchor_value(text: str, *, value_only: bool) -> str | None:
     for m in reversed(list(_ANCHOR.finditer(text))):
-        clause = _clean_clause(text[m.end() : m.end() + _MAX_CLAUSE_CHARS + 200], value_only=value_only)
+        # A non-English anchor word also occurs in prose ("我们检查答案。"): only a value counts after it.
+        clause = _clean_clause(
+            text[m.end() : m.end() + _MAX_CLAUSE_CHARS + 200], value_only=value_only or not m.group().isascii()
+        )
         if clause:
             return clause
     return None

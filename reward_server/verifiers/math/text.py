@@ -127,7 +127,8 @@ def normalize_unicode(text: str) -> str:
 
 # A row break "\\\\" is kept (group 1); spacing commands become a space.
 _SPACING = re.compile(r"(\\\\)|\\[,;:!> ]|\\(?:q?quad|hspace\{[^}]*\}|thinspace|medspace|thickspace|enspace)|~")
-_LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|biggr)(?![A-Za-z])\s*")
+# "\left." and "\right." are invisible delimiters: the dot goes with them.
+_LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|biggr)(?![A-Za-z])\s*\.?")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|textnormal)\s*\{")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|\\circ")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\bpercent\b|\\text\{\s*\\%\s*\})")
@@ -145,11 +146,40 @@ _SINGLE_LETTER_TEXT = re.compile(r"\\(?:mathrm|mathit|text|operatorname|mathbf)\
 _TEXT_WITH_VALUE = re.compile(r"^\\(?:text|textbf|textrm|mbox|mathrm)\s*\{\s*([-+]?\s*[\d.][^{}]*)\}$")
 _FRAC_HALF_SHORT = re.compile(r"\\frac\s*(\d)\s*(\{)|\\frac\s*(\{[^{}]*\})\s*(\d)")
 _DFRAC = re.compile(r"\\[dtc]frac")
+# "2 and 1/2", "2 \text{ and } \frac{1}{2}": a mixed number said in words, not the two values 2 and 1/2.
+_MIXED_AND = re.compile(
+    r"(?<![\d./^])(-?)(\d+)\s*(?:\\text\{\s*and\s*\}|\s+and\s+)\s*"
+    r"(?:(\d+)\s*/\s*(\d+)|\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\})(?![\d./])"
+)
+# Repeating decimals: "0.\overline{3}", "0.1\overline{6}", "0.\dot{3}", and a digit block written out until
+# "...": "0.333...", "0.1666\ldots", "0.272727...".
+_REPEATING_MARK = re.compile(r"(?<![\d.])(\d*)\.(\d*)\\(?:overline|dot|bar)\s*\{\s*(\d+)\s*\}")
+_REPEATING_DOTS = re.compile(r"(?<![\d.])(\d*)\.(\d+)\s*(?:\.{3}|…|\\[lc]?dots(?![A-Za-z]))")
+# "3rd", "21^{\text{st}}": an ordinal states its number.
+_ORDINAL = re.compile(
+    r"(?<=\d)(?:\s*\^\s*\{\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*)?(?:st|nd|rd|th)\s*\}?\s*\}|(?:st|nd|rd|th))(?![A-Za-z])"
+)
+# Infinity spelled as sympy prints it or in words.
+_INFINITY_WORD = re.compile(r"(?<![A-Za-z\\])(?:oo|infinity|\\text\s*\{\s*infinity\s*\})(?![A-Za-z])", re.IGNORECASE)
+# A vector written with angle brackets is the tuple of its components: "\langle 1, 2 \rangle" is (1, 2).
+_ANGLE_VECTOR = re.compile(r"\\langle\s*([^{}]*?)\s*\\rangle")
 _EMPTY_SET = re.compile(r"\\varnothing|\\\{\s*\\\}|\\O(?![A-Za-z])")
 # Colour and invisible spacing change how an answer looks, not its value: "\color{red}42", "\textcolor{red}{42}".
+# So do font sizes ("\large C") and an underline.
 _COSMETIC = re.compile(
     r"\\color\s*\{[^{}]*\}|\\textcolor\s*\{[^{}]*\}|\\[hv]?phantom\s*\{[^{}]*\}|\\(?:bf|rm|it|sf|tt)(?![A-Za-z])\s*"
+    r"|\\(?:tiny|small|normalsize|large|Large|LARGE|huge|Huge|displaystyle|textstyle|scriptstyle|mathdollar)"
+    r"(?![A-Za-z])\s*"
 )
+# siunitx: "\num{1.5e3}" is the number, "\SI{5}{\meter}" and "\qty{5}{cm}" the number with a unit.
+_SIUNITX = re.compile(r"\\(?:num|SI|qty)\s*\{([^{}]*)\}(?:\s*\{(?:[^{}]|\{[^{}]*\})*\})?")
+# A scale word multiplies ("1.5 million" is 1500000); it is not a unit to drop.
+_SCALE_WORD = re.compile(
+    r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\\text\s*\{\s*)?(hundred|thousand|million|billion|trillion|dozen)s?\b\s*\}?",
+    re.IGNORECASE,
+)
+_SCALE = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12}
+_UNDERLINE = re.compile(r"\\underline\s*\{([^{}]*)\}")
 # A label inside the box: "\boxed{\text{Answer: } 42}", "\boxed{Final answer: 42}".
 _ANSWER_LABEL = re.compile(
     r"^\s*(?:\\text(?:bf)?\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\s*\}"
@@ -159,13 +189,17 @@ _ANSWER_LABEL = re.compile(
 # "\approx 42" as a whole answer states 42.
 _LEADING_APPROX = re.compile(r"^\s*(?:\\approx|\\sim|\\simeq|\\thickapprox)\s*")
 _TEXT_NO_LETTERS = re.compile(
-    r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|underline|boldsymbol|bm|emph)\s*\{([^{}A-Za-z]*)\}"
+    r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|underline|boldsymbol|bm|pmb|emph)\s*\{([^{}A-Za-z]*)\}"
 )
 _LEADING_VAR = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?=[^=]+$)")
 _MC_LETTER = re.compile(
     r"^\s*(?:\\text(?:bf)?\{\s*)?(?:\(\s*([A-J])\s*\)|([A-J])\s*[).:]?)(?:\s*\})?(?:\s.*)?$", re.DOTALL
 )
-_TRAILING_WORDS = re.compile(r"(?<=[\d}a-zA-Z)])\s+(?:[A-Za-z]{2,}\.?)(?:\s+[A-Za-z]+\.?)*\s*$")
+_TRAILING_WORDS = re.compile(
+    r"(?<=[\d}a-zA-Z)])\s+(?:[A-Za-z]{2,}\.?)(?:\s+[A-Za-z]+\.?)*\s*$"
+    # A unit in another script, glued or not: "12个苹果", "12 яблок", "5 см". (Greek letters are variables.)
+    r"|(?<=[\d}])\s*[^\W\d_A-Za-z\u0370-\u03ff][^\W\d_]*(?:\s+[^\W\d_]+)*\.?\s*$"
+)
 
 
 def _unwrap_text_commands(s: str) -> str:
@@ -188,20 +222,30 @@ def _strip_math_delimiters(s: str) -> str:
     return s
 
 
-def normalize_answer(s: str) -> str:
+def strip_presentation(s: str) -> str:
+    """What only changes how an answer looks: unicode spellings, math delimiters, outer boxes, colour, font
+    size, ``\\displaystyle``, an underline, a label ("Answer: "). Applied to every answer, letters included."""
+    s = normalize_unicode(s)
+    s = _strip_outer_boxes(_strip_math_delimiters(s))
+    s = _strip_math_delimiters(s)
+    s = _COSMETIC.sub("", s)
+    s = _SIUNITX.sub(r"\1", s)
+    s = _UNDERLINE.sub(r"\1", s)
+    return _ANSWER_LABEL.sub("", s)
+
+
+def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
     """Normalise one answer string (LaTeX or plain) so that equal values are written alike where cheap.
 
     Removes what does not change the value: math delimiters, ``\\displaystyle``, ``\\left``/``\\right``,
     spacing commands, currency signs, degree marks, units after a value, thousands separators; spells
-    unicode math; rewrites ``\\dfrac`` and ``\\frac34``; turns mixed numbers into fractions. The result is
-    still LaTeX for latex2sympy.
+    unicode math; rewrites ``\\dfrac`` and ``\\frac34``; turns mixed numbers into fractions; reads repeating
+    decimals (``0.\\overline{3}``, ``0.333...``) exactly. The result is still LaTeX for latex2sympy.
+
+    ``mixed_and`` reads "2 and 1/2" as the mixed number 5/2 (an answer to a single-valued reference);
+    otherwise it is the two values 2 and 1/2 (a reference, or an answer to a list).
     """
-    s = normalize_unicode(s)
-    s = _strip_outer_boxes(_strip_math_delimiters(s))
-    s = _strip_math_delimiters(s)
-    s = s.replace("\\displaystyle", "").replace("\\mathdollar", "")
-    s = _COSMETIC.sub("", s)
-    s = _ANSWER_LABEL.sub("", s)
+    s = strip_presentation(s)
     s = _EMPTY_SET.sub(r"\\emptyset", s)
     s = _LEADING_APPROX.sub("", s)
     s = _TEXT_NO_LETTERS.sub(r"\1", s)
@@ -211,13 +255,19 @@ def normalize_answer(s: str) -> str:
         # the unit m after 5, not the product 5m.
         s = _SINGLE_LETTER_TEXT.sub(lambda m: (" " if m.group(1) else "") + m.group(2), s)
     s = _DFRAC.sub(r"\\frac", s)
+    s = _SCALE_WORD.sub(_scaled, s)
     s = _LEFT_RIGHT.sub("", s)
+    s = _ANGLE_VECTOR.sub(r"(\1)", s)
+    s = _ORDINAL.sub("", s)
+    s = _INFINITY_WORD.sub(r"\\infty", s)
     # "11,\! 111,\! 100": a comma followed by a negative thin space is a thousands separator.
     s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))", "", s)
     s = re.sub(r"(?<!\\)\\!", "", s)
     s = _SPACING.sub(lambda m: m.group(1) or " ", s)
     s = _DEGREE.sub("", s)
     s = _CURRENCY.sub("", s)
+    if mixed_and and "," not in s:
+        s = _MIXED_AND.sub(_mixed_and_to_frac, s)
     s = re.sub(r"\\text\{\s*(?:and|or)\s*\}|\s+(?:and|or)\s+", ", ", s)
     s = s.replace("{,}", ",")
     s = _THOUSANDS.sub(lambda m: m.group(1).replace("{,}", "").replace(",", ""), s)
@@ -227,6 +277,8 @@ def normalize_answer(s: str) -> str:
     s = _FRAC_HALF_SHORT.sub(
         lambda m: rf"\frac{{{m.group(1)}}}{{" if m.group(1) else rf"\frac{m.group(3)}{{{m.group(4)}}}", s
     )
+    s = _REPEATING_MARK.sub(lambda m: _repeating_frac(m.group(1), m.group(2), m.group(3)), s)
+    s = _REPEATING_DOTS.sub(_repeating_dots, s)
     s = _MIXED_LATEX.sub(_mixed_to_frac, s)
     s = _MIXED_PLAIN.sub(_mixed_to_frac, s)
     s = s.strip().rstrip(".").strip()
@@ -235,11 +287,46 @@ def normalize_answer(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
+def _repeating_frac(whole: str, fixed: str, period: str) -> str:
+    """``whole.fixed(period repeated)`` as an exact ``\\frac``: 0.1(6) -> \\frac{1}{6}."""
+    value = int(whole or "0") + Fraction(
+        int(fixed + period) - int(fixed or "0"), 10 ** len(fixed) * (10 ** len(period) - 1)
+    )
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _repeating_dots(m: re.Match[str]) -> str:
+    """ "0.1666..." -> 1/6 when the digits end in a block written out again and again (a 1-digit block three
+    times, a longer one twice); otherwise the decimal as written, without the dots."""
+    whole, digits = m.group(1), m.group(2)
+    for p in range(1, 7):
+        times = 3 if p == 1 else 2
+        block = digits[-p:]
+        if len(digits) >= p * times and digits.endswith(block * times):
+            fixed = digits[: len(digits) - p * times]
+            # The shortest repeating start: "0.1666..." is 0.1(6), not 0.16(6); the value is the same.
+            return _repeating_frac(whole, fixed, block)
+    return f"{whole}.{digits}"
+
+
 def _brace_frac_args(m: re.Match[str]) -> str:
     """``\\frac1{x}`` -> ``\\frac{1}{x}``; ``\\frac{x}2`` -> ``\\frac{x}{2}`` (TeX reads one token)."""
     if m.group(1):
         return rf"\frac{{{m.group(1)}}}{{"
     return rf"\frac{m.group(3)}{{{m.group(4)}}}"
+
+
+def _scaled(m: re.Match[str]) -> str:
+    value = Fraction(m.group(1)) * _SCALE[m.group(2).lower()]
+    return str(value.numerator) if value.denominator == 1 else f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _mixed_and_to_frac(m: re.Match[str]) -> str:
+    num, den = (m.group(3), m.group(4)) if m.group(3) else (m.group(5), m.group(6))
+    if int(den) == 0 or int(num) >= int(den):
+        return m.group(0)  # "2 and 5/3" is not a mixed number: two values
+    value = Fraction(int(m.group(2)) * int(den) + int(num), int(den))
+    return f"{m.group(1)}\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
 def _mixed_to_frac(m: re.Match[str]) -> str:
@@ -250,7 +337,11 @@ def _mixed_to_frac(m: re.Match[str]) -> str:
     return f"{sign}\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
-_UNIT_TEXT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}(?:\s*\^\s*\{?\d\}?)?\s*$")
+# A unit in a text command, also in parentheses: "18 \text{cm}^2", "5 (\text{apples})", "5\ (\text{approx.})".
+_UNIT_TEXT = re.compile(
+    r"\s*(?:\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}(?:\s*\^\s*\{?\d\}?)?"
+    r"|\(\s*\\(?:text|mbox|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z .\-/]*\}\s*\))\s*$"
+)
 
 
 # Unit symbols, also one-letter ones and their products, quotients and powers ("m/s^2", "cm^{3}", "kg*m").
