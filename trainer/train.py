@@ -19,6 +19,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -369,6 +370,18 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             rng=rng,
         )
 
+    def wait_or_stop(
+        futures: Sequence[Future[list[RewardResult]]], step: int, rng_at_start: dict[str, Any]
+    ) -> tuple[list[RewardResult], float]:
+        """``scorer.wait``; when the rewards fail for good, save what a resume needs and stop the run."""
+        try:
+            return scorer.wait(futures)
+        except RewardServerError as exc:
+            # Nothing of this step has touched the weights or the optimizer yet: save the state as it was when the
+            # step began (its RNG included), so a resume redoes this step exactly.
+            resume_point = save_state(step, rng_at_start) if step > start_step else checkpoint
+            raise _stopped_for_rewards(exc, step, resume_point) from exc
+
     bar = tqdm(total=config.max_steps, initial=start_step, disable=not config.progress_bar, desc="grpo")
     try:
         for step in range(start_step, config.max_steps):
@@ -395,7 +408,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
                 futures.append(scorer.submit(items))
                 chunks.append(chunk)
                 if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
-                    timer.add("reward_wait", scorer.wait(futures[-1:])[1])
+                    timer.add("reward_wait", wait_or_stop(futures[-1:], step, rng_at_start)[1])
             batch = RolloutBatch.concat(chunks, backend.pad_token_id)  # (N = B * G rows)
             group_ids = batch.prompt_index  # (N,) explicit group ids: prompt i of this step is group i
 
@@ -412,13 +425,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
 
             # 3. Rewards -> group advantages. A null reward (NaN) is left out of its group's baseline and gets
             #    advantage 0: an infrastructure failure is not a wrong answer.
-            try:
-                results, wait_s = scorer.wait(futures)
-            except RewardServerError as exc:
-                # Nothing of this step has touched the weights or the optimizer yet: save the state as it was when
-                # the step began (its RNG included), so a resume redoes this step exactly.
-                resume_point = save_state(step, rng_at_start) if step > start_step else checkpoint
-                raise _stopped_for_rewards(exc, step, resume_point) from exc
+            results, wait_s = wait_or_stop(futures, step, rng_at_start)
             timer.add("reward_wait", wait_s)
             rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (N,)
             advantages = group_advantages(rewards, group_ids.cpu(), config.scale_rewards).to(device)  # (N,)

@@ -301,10 +301,17 @@ def _failing_at(step: int) -> httpx.MockTransport:
     return httpx.MockTransport(handler)
 
 
+@pytest.mark.parametrize("overlap", [True, False])
 def test_a_reward_failure_mid_run_saves_the_state_before_the_step_and_resume_repeats_it(
-    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, overlap: bool
 ) -> None:
-    common: dict[str, Any] = {"max_steps": 3, "num_iterations": 2, "beta": 0.05, "gradient_accumulation_steps": 2}
+    common: dict[str, Any] = {
+        "max_steps": 3,
+        "num_iterations": 2,
+        "beta": 0.05,
+        "gradient_accumulation_steps": 2,
+        "overlap_scoring": overlap,
+    }
     whole = train(
         _config(tiny_model_dir, prompt_files, tmp_path / "whole", **common), scorer=StandInServer(_varied).scorer()
     )
