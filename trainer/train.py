@@ -524,9 +524,11 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
 
 def _stopped_for_rewards(exc: RewardServerError, step: int, resume_point: Path | None) -> RewardServerError:
     """The error that ends a run whose rewards failed at ``step``: what failed, and where to resume from."""
+    refused = exc.status_code is not None and 400 <= exc.status_code < 500 and exc.status_code != 429
+    # A 4xx is the request's fault (a row's components, tests or ground truth): waiting for the server fixes nothing.
+    when = "once the data or reward config named above is fixed" if refused else "once the server is back"
     where = (
-        f"the state before it is in {resume_point}: once the server is back, resume with "
-        f"--set resume_from_checkpoint={resume_point}"
+        f"the state before it is in {resume_point}: {when}, resume with --set resume_from_checkpoint={resume_point}"
         if resume_point is not None
         else "no step had finished, so there is nothing to resume from"
     )

@@ -469,3 +469,19 @@ def test_one_step_runs_on_other_models_and_prompts(
     if length == 1:  # one token: EOS (a finished completion) or a truncated one
         assert row["completions/mean_length"] == 1.0
         assert all(item["num_tokens"] == 1 for item in server.items)
+
+
+def test_a_batch_the_server_refuses_says_to_fix_the_request(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    server = StandInServer(_varied)
+
+    def refuse_step_1(request: httpx.Request) -> httpx.Response:
+        if "-s1-" in request.content.decode():
+            return httpx.Response(422, json={"detail": "items.0.components: unknown component 'acuracy'"})
+        return server(request)
+
+    scorer = RewardScorer("http://x", client=httpx.AsyncClient(transport=httpx.MockTransport(refuse_step_1)))
+    with pytest.raises(RewardServerError, match=r"unknown component 'acuracy'.*once the data or reward config"):
+        train(_config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=2), scorer=scorer)
+    assert server.requests == 2  # step 0 (two chunks of one prompt) was scored; the refusal came at step 1
