@@ -93,7 +93,7 @@ class GRPOConfig:
     model_name_or_path: str
     """Policy to train: a Hugging Face model directory (or hub id) loadable with ``AutoModelForCausalLM``."""
     train_data: str
-    """Training prompts: a ``.jsonl`` file, a ``datasets.save_to_disk`` directory, or a ``datasets`` hub name."""
+    """Training prompts: a .jsonl, .json, .parquet or .csv file, a ``save_to_disk`` directory, or a hub dataset."""
     tokenizer_name_or_path: str | None = None
     """Tokenizer to use; ``None`` takes the one stored with ``model_name_or_path``."""
     train_split: str = "train"
