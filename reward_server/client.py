@@ -53,6 +53,8 @@ __all__ = [
 
 REWARDS_PATH = "/v1/rewards"
 READY_PATH = "/readyz"
+#: Longest wait for a TCP connection, in seconds: a live server accepts in milliseconds.
+CONNECT_TIMEOUT_S = 10.0
 #: Statuses worth retrying: rate limited, a proxy in front failing, or the server still starting its workers.
 RETRY_STATUS_CODES = frozenset({429, 502, 503, 504})
 
@@ -141,23 +143,44 @@ class RewardResult:
         try:
             components = {
                 name: ComponentResult(
-                    score=None if c.get("score") is None else float(c["score"]),
-                    weight=float(c.get("weight", 1.0)),
+                    score=_number_or_none(c.get("score"), "score"),
+                    weight=_number(c.get("weight", 1.0), "weight"),
                     status=str(c["status"]),
                     detail=c.get("detail"),
                     info=dict(c.get("info") or {}),
                 )
                 for name, c in (body.get("components") or {}).items()
             }
-            reward = body["reward"]
-            return cls(
+            result = cls(
                 id=str(body["id"]),
-                reward=None if reward is None else float(reward),
+                reward=_number_or_none(body["reward"], "reward"),
                 status=str(body["status"]),
                 components=components,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RewardServerError(f"malformed result from the reward server: {exc!r} in {body!r:.300}") from exc
+        if result.reward is not None and result.status != "ok":
+            # The contract: a number comes only with status ok. A number with "timeout" is an infrastructure failure
+            # passed off as a verdict, which must never be trained on.
+            raise RewardServerError(
+                f"the reward server gave reward {result.reward} with status {result.status!r} for item "
+                f"{result.id!r}; a reward is a number only with status 'ok'"
+            )
+        return result
+
+
+def _number(value: Any, name: str) -> float:
+    """A JSON number as a finite float. Strings, booleans, NaN and infinities are refused: a NaN reward would be
+    read as 'not scoreable' with status ok, and an infinite one would turn every advantage of its group to NaN."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return float(value)
+
+
+def _number_or_none(value: Any, name: str) -> float | None:
+    return None if value is None else _number(value, name)
 
 
 class RewardServerError(Exception):
@@ -354,12 +377,15 @@ class _ClientBase(Generic[_HttpClient]):
             raise ValueError(f"max_batch_items must be >= 1, got {max_batch_items}")
         self._balancer = _Balancer(base_urls)
         self.timeout_s = timeout_s
+        # A server that drops packets (not one that refuses) would otherwise hold each attempt for the whole
+        # timeout_s before the retry moves to another server.
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
         self.retry = retry or RetryPolicy()
         self.max_batch_items = max_batch_items
         self._owns_client = client is None
-        self._client: _HttpClient = client if client is not None else self._new_client(timeout_s)
+        self._client: _HttpClient = client if client is not None else self._new_client(self._timeout)
 
-    def _new_client(self, timeout_s: float) -> _HttpClient:
+    def _new_client(self, timeout: httpx.Timeout) -> _HttpClient:
         raise NotImplementedError
 
     @property
@@ -397,7 +423,8 @@ class RewardClient(_ClientBase[httpx.Client]):
         base_urls: one server URL or several to balance over, e.g. ``"http://127.0.0.1:8000"``.
         client: an ``httpx.Client`` to use (tests pass one with a ``MockTransport``); closed by :meth:`close`
             only when this object created it.
-        timeout_s: per-request timeout in seconds (connect, read, write and pool).
+        timeout_s: per-request timeout in seconds (read, write and pool; connecting gets at most
+            ``CONNECT_TIMEOUT_S`` of it).
         retry: the :class:`RetryPolicy`.
         max_batch_items: larger batches are split into requests of at most this many items; keep it at or below
             the server's ``max_batch_items``.
@@ -405,8 +432,8 @@ class RewardClient(_ClientBase[httpx.Client]):
 
     _sleep: Callable[[float], None] = staticmethod(time.sleep)
 
-    def _new_client(self, timeout_s: float) -> httpx.Client:
-        return httpx.Client(timeout=timeout_s)
+    def _new_client(self, timeout: httpx.Timeout) -> httpx.Client:
+        return httpx.Client(timeout=timeout)
 
     def __enter__(self) -> RewardClient:
         return self
@@ -449,7 +476,7 @@ class RewardClient(_ClientBase[httpx.Client]):
             self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = self._client.post(url + REWARDS_PATH, json=body, timeout=self.timeout_s)
+                    response = self._client.post(url + REWARDS_PATH, json=body, timeout=self._timeout)
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:  # connection refused or reset, timeouts
                     sent = (None, exc)
@@ -458,23 +485,43 @@ class RewardClient(_ClientBase[httpx.Client]):
             except StopIteration as done:
                 return done.value
 
-    def wait_ready(self, timeout_s: float = 120.0, poll_s: float = 0.25) -> None:
-        """Block until every server answers ``GET /readyz`` with 200.
+    def wait_ready(self, timeout_s: float = 120.0, poll_s: float = 0.25, *, require_all: bool = True) -> list[str]:
+        """Block until the servers answer ``GET /readyz`` with 200; every server is polled in each round.
+
+        Args:
+            timeout_s: how long to wait, in seconds.
+            poll_s: pause between rounds, in seconds.
+            require_all: wait for every server, and fail if one is not ready in time. With ``False`` the wait still
+                lasts until every server is ready or ``timeout_s`` has passed, then goes on with those that are
+                ready (the balancer keeps trying the others and uses them once they answer).
+
+        Returns:
+            The ready servers' URLs.
 
         Raises:
-            TimeoutError: a server was not ready within ``timeout_s``.
+            TimeoutError: a server (with ``require_all``) or every server was not ready within ``timeout_s``; the
+                message names them.
         """
         deadline = time.monotonic() + timeout_s
-        for url in self.base_urls:
-            while True:
-                try:
-                    if self._client.get(url + READY_PATH, timeout=min(5.0, self.timeout_s)).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"reward server {url} not ready after {timeout_s:g} s (GET {READY_PATH})")
-                self._sleep(poll_s)
+        ready: set[str] = set()
+        while True:
+            ready.update(url for url in self.base_urls if url not in ready and self._is_ready(url))
+            if len(ready) == len(self.base_urls) or time.monotonic() > deadline:
+                break
+            self._sleep(poll_s)
+        missing = [url for url in self.base_urls if url not in ready]
+        if missing and (require_all or not ready):
+            raise TimeoutError(
+                f"reward server(s) {', '.join(missing)} not ready after {timeout_s:g} s (GET {READY_PATH}); start "
+                "them (python -m reward_server) or correct the URL"
+            )
+        return [url for url in self.base_urls if url in ready]
+
+    def _is_ready(self, url: str) -> bool:
+        try:
+            return self._client.get(url + READY_PATH, timeout=min(5.0, self.timeout_s)).status_code == 200
+        except httpx.TransportError:
+            return False
 
 
 class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
@@ -485,8 +532,8 @@ class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
 
     _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
 
-    def _new_client(self, timeout_s: float) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=timeout_s)
+    def _new_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout)
 
     async def __aenter__(self) -> AsyncRewardClient:
         return self
@@ -518,7 +565,7 @@ class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
             await self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = await self._client.post(url + REWARDS_PATH, json=body, timeout=self.timeout_s)
+                    response = await self._client.post(url + REWARDS_PATH, json=body, timeout=self._timeout)
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:
                     sent = (None, exc)

@@ -15,13 +15,18 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="GRPO trainer
 
 @app.command()
 def train(
-    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config (see `fields`).", exists=True)],
+    config: Annotated[
+        Path, typer.Option("--config", "-c", help="YAML config (see `fields`).", exists=True, dir_okay=False)
+    ],
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="Override one option, e.g. --set max_steps=10 (repeatable).")
     ] = None,
 ) -> None:
     """Train a policy with GRPO against running reward server(s)."""
-    from trainer.train import train as run_training  # torch and transformers load only for this command
+    # torch and transformers load only for this command
+    from reward_server.client import RewardServerError
+    from trainer.data import DataError
+    from trainer.train import train as run_training
 
     try:
         cfg = load_config(config, parse_overrides(overrides or []))
@@ -30,20 +35,35 @@ def train(
         raise typer.Exit(2) from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reward request drowns the log
-    result = run_training(cfg)
+    try:
+        result = run_training(cfg)
+    except ConfigError as exc:  # found only once things load: a model path, a checkpoint past max_steps
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except (DataError, RewardServerError, TimeoutError, FileNotFoundError) as exc:
+        # What the user must fix or wait out, said in one message; a traceback would only bury it.
+        label = {DataError: "data error", RewardServerError: "reward server error"}.get(type(exc), "error")
+        typer.echo(f"{label}: {exc}", err=True)
+        raise typer.Exit(1) from exc
     typer.echo(f"done: metrics in {result.output_dir / 'metrics.jsonl'}, final checkpoint {result.checkpoint}")
 
 
 @app.command()
 def plot(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory holding metrics.jsonl.", exists=True)],
+    run_dir: Annotated[
+        Path, typer.Argument(help="A run directory holding metrics.jsonl.", exists=True, file_okay=False)
+    ],
     out: Annotated[Path | None, typer.Option(help="PNG path (default RUN_DIR/curves.png).")] = None,
     metric: Annotated[list[str] | None, typer.Option(help="Draw only these metrics (repeatable).")] = None,
 ) -> None:
     """Draw the run's curves to PNG."""
     from trainer.plot import plot_run
 
-    typer.echo(str(plot_run(run_dir, metrics=metric, out=out)))
+    try:
+        typer.echo(str(plot_run(run_dir, metrics=metric, out=out)))
+    except (FileNotFoundError, ValueError) as exc:  # no metrics.jsonl yet, nothing numeric logged yet
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 @app.command()

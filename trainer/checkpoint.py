@@ -60,8 +60,13 @@ def save_checkpoint(
     scheduler: Any,
     config: dict[str, Any],
     save_total_limit: int | None = None,
+    rng: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``output_dir/checkpoint-<step>`` and prune old ones beyond ``save_total_limit``.
+
+    ``rng`` is the RNG state to store (what :func:`rng_state` returned earlier); ``None`` stores the current one.
+    A checkpoint saved when a step failed part-way stores the state from the start of that step, so that the
+    resumed run draws what an uninterrupted one would have drawn.
 
     Returns:
         The checkpoint directory.
@@ -74,7 +79,12 @@ def save_checkpoint(
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     torch.save(
-        {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
+        {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng if rng is not None else rng_state(),
+        },
         tmp / STATE_FILE,
     )
     (tmp / "grpo_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -36,12 +37,47 @@ _ALIASES = {
     "group_size": "num_generations",
     "num_return_sequences": "num_generations",
     "batch_size": "prompt_batch_size",
-    "per_device_train_batch_size": "prompt_batch_size",
     "max_new_tokens": "max_completion_length",
     "max_length": "max_completion_length",
     "ppo_epochs": "num_iterations",
     "model": "model_name_or_path",
     "dataset": "train_data",
+    "epsilon_low": "epsilon",
+    "clip_range": "epsilon",
+    "kl_beta": "beta",
+    "max_new_tokens_eval": "max_completion_length",
+    "num_generations_eval": "eval_num_generations",
+    "per_device_eval_batch_size": "eval_chunk_prompts",
+    "eval_dataset": "eval_data",
+    "train_dataset": "train_data",
+    "lr_scheduler": "lr_scheduler_type",
+    "warmup": "warmup_steps",
+    "grad_clip": "max_grad_norm",
+    "clip_grad_norm": "max_grad_norm",
+}
+
+#: TRL (and ``transformers.TrainingArguments``) options with no counterpart here, and what to do instead. Without
+#: this a close spelling could be suggested for an option that means something else (``num_train_epochs`` is not
+#: ``num_iterations``).
+_UNSUPPORTED = {
+    "num_train_epochs": "training length is set in steps: set max_steps (each step takes prompt_batch_size prompts)",
+    "max_prompt_length_eval": "max_prompt_length applies to evaluation too",
+    "use_vllm": "generation uses transformers' generate; a vLLM backend is not built yet",
+    "vllm_mode": "generation uses transformers' generate; a vLLM backend is not built yet",
+    "steps_per_generation": "every step generates its own batch; reuse it with num_iterations",
+    "generation_batch_size": "set prompt_batch_size (prompts per step) and rollout_chunk_prompts (per generate call)",
+    "reward_funcs": "rewards come from the reward server: set reward_components or reward_preset",
+    "reward_weights": "give weights per component in reward_components, e.g. {accuracy: 1.0, format: 0.5}",
+    "delta": "two-sided clipping (INTELLECT-2) is not implemented; epsilon and epsilon_high bound the ratio",
+    "importance_sampling_level": "only token-level ratios (TRL's default 'token') are implemented",
+    "sync_ref_model": "the reference model stays frozen at model_name_or_path (or ref_model_name_or_path)",
+    "fp16": "on CUDA bf16 autocast is used (the bf16 option); fp16 is not supported",
+    "logging_steps": "metrics are logged every step",
+    "save_strategy": "checkpoints follow save_steps",
+    "eval_strategy": "evaluation follows eval_steps",
+    "per_device_train_batch_size": "set prompt_batch_size: prompts per step (TRL counts completions per device)",
+    "repetition_penalty": "sampling is kept plain so the loss's log-probs match the sampler",
+    "min_p": "min_p sampling is not supported; use top_p or top_k",
 }
 
 
@@ -57,7 +93,7 @@ class GRPOConfig:
     model_name_or_path: str
     """Policy to train: a Hugging Face model directory (or hub id) loadable with ``AutoModelForCausalLM``."""
     train_data: str
-    """Training prompts: a ``.jsonl`` file, a ``datasets.save_to_disk`` directory, or a ``datasets`` hub name."""
+    """Training prompts: a .jsonl, .json, .parquet or .csv file, a ``save_to_disk`` directory, or a hub dataset."""
     tokenizer_name_or_path: str | None = None
     """Tokenizer to use; ``None`` takes the one stored with ``model_name_or_path``."""
     train_split: str = "train"
@@ -275,12 +311,25 @@ def _validate(c: GRPOConfig) -> None:
         raise _fix(bad, getattr(c, bad), "must be >= 0", "Use 0 to turn it off.")
     if not 0 <= c.epsilon < 1:
         raise _fix("epsilon", c.epsilon, "must be in [0, 1)", "DeepSeekMath and TRL use 0.2.")
-    if c.epsilon_high is not None and c.epsilon_high < 0:
-        raise _fix("epsilon_high", c.epsilon_high, "must be >= 0 or null", "DAPO uses 0.28; null means epsilon.")
+    if c.epsilon_high is not None and c.epsilon_high < c.epsilon:
+        # Clip-higher exists to widen the upper side (DAPO section 3.1); a value below epsilon narrows it instead,
+        # which is almost always a slip such as 0.028 for 0.28.
+        raise _fix(
+            "epsilon_high",
+            c.epsilon_high,
+            f"must be >= epsilon ({c.epsilon}): it is the upper clip range, ratio <= 1 + epsilon_high",
+            "DAPO's clip-higher uses 0.28 with epsilon 0.2; null means epsilon.",
+        )
     if c.loss_type not in LOSS_TYPES:
         raise _fix("loss_type", c.loss_type, f"must be one of {LOSS_TYPES}", "TRL's default is 'dapo'.")
     if c.scale_rewards not in SCALE_REWARDS:
-        raise _fix("scale_rewards", c.scale_rewards, f"must be one of {SCALE_REWARDS}", "Dr. GRPO recommends 'none'.")
+        hint = "Dr. GRPO recommends 'none'."
+        if isinstance(c.scale_rewards, bool):
+            hint = f"TRL's boolean form: write {'group' if c.scale_rewards else 'none'!r} for {c.scale_rewards}."
+        raise _fix("scale_rewards", c.scale_rewards, f"must be one of {SCALE_REWARDS}", hint)
+    if not 0 <= c.seed < 2**32:
+        raise _fix("seed", c.seed, "must be in [0, 2**32)", "NumPy seeds only take that range; use e.g. 42.")
+    _check_components(c.reward_components)
     if c.lr_scheduler_type not in LR_SCHEDULERS:
         raise _fix("lr_scheduler_type", c.lr_scheduler_type, f"must be one of {LR_SCHEDULERS}", "Use 'constant'.")
     if c.device not in ("auto", "cpu", "cuda"):
@@ -293,14 +342,47 @@ def _validate(c: GRPOConfig) -> None:
             "Start a server: python -m reward_server.",
         )
     for url in c.reward_server_urls:
-        if not url.startswith(("http://", "https://")):
-            raise _fix("reward_server_urls", url, "must be an http(s) URL", "Write it as http://127.0.0.1:8000.")
+        _check_url(url)
     if c.save_total_limit is not None and c.save_total_limit < 1:
         raise _fix("save_total_limit", c.save_total_limit, "must be >= 1 or null", "Use null to keep every checkpoint.")
     if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
         raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
     if c.torch_num_threads is not None and c.torch_num_threads < 1:
         raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
+
+
+def _check_url(url: str) -> None:
+    """A base URL the client can append ``/v1/rewards`` to."""
+    example = "Write each as a base URL, e.g. http://127.0.0.1:8000 (a YAML list for several)."
+    if not url.startswith(("http://", "https://")):
+        raise _fix("reward_server_urls", url, "must be an http(s) URL", example)
+    parts = urlsplit(url)
+    if not parts.hostname or any(ch.isspace() or ch == "," for ch in url):
+        raise _fix("reward_server_urls", url, "is not one URL with a host", example)
+    try:
+        parts.port  # noqa: B018  # raises on a port that is not a number in range
+    except ValueError as exc:
+        raise _fix("reward_server_urls", url, f"has a bad port ({exc})", example) from exc
+    if parts.path.rstrip("/").endswith(("/v1/rewards", "/v1")):
+        raise _fix("reward_server_urls", url, "must be the server's base URL: the client adds /v1/rewards", example)
+
+
+def _check_components(components: dict[str, Any] | None) -> None:
+    """``reward_components`` maps a component name to a weight or to ``{weight: w, ...params}``, as the server takes
+    it; checked here so a typo fails at load, not after the first batch was generated."""
+    if components is None:
+        return
+    for name, spec in components.items():
+        weight = spec.get("weight", 1.0) if isinstance(spec, dict) else spec
+        if not isinstance(name, str) or not (
+            isinstance(weight, int | float) and not isinstance(weight, bool) and math.isfinite(weight)
+        ):
+            raise _fix(
+                "reward_components",
+                {name: spec},
+                "maps a component name to a number or to {weight: number, ...params}",
+                "e.g. {accuracy: 1.0, format: {weight: 0.5, think_prefilled: true}}.",
+            )
 
 
 # ---------------------------------------------------------------------------------------------------- type checks
@@ -318,6 +400,10 @@ def _describe(tp: Any) -> str:
         return " or ".join(_describe(a) for a in typing.get_args(tp))
     if tp is type(None):
         return "null"
+    if typing.get_origin(tp) is tuple:
+        return f"a list of {_describe(typing.get_args(tp)[0])}"
+    if typing.get_origin(tp) is dict:
+        return "a mapping"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -347,7 +433,18 @@ def _check_types(c: GRPOConfig) -> None:
         if typing.get_origin(tp) is Literal:
             continue  # _validate names the allowed values with a hint
         if not _matches(value, tp):
+            if isinstance(value, tuple):  # a list whose items have the wrong type: name the item
+                bad = next(v for v in value if not _matches(v, typing.get_args(tp)[0]))
+                raise ConfigError(f"{f.name}: {bad!r} has type {type(bad).__name__}; expected {_describe(tp)}.")
             raise ConfigError(f"{f.name}={value!r} has type {type(value).__name__}; expected {_describe(tp)}.")
+        # NaN passes every `< 0` check and inf every upper bound, so they are refused before the range checks.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{f.name}={value!r}: must be a finite number. Give a number such as the default.")
+        # An empty string is falsy: `resume_from_checkpoint: ""` would silently start afresh, `eval_data: ""`
+        # would silently skip evaluation.
+        if isinstance(value, str) and not value.strip():
+            hint = "use null to leave it unset" if _matches(None, tp) else "give a value"
+            raise ConfigError(f"{f.name}={value!r}: must not be empty; {hint}.")
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -380,7 +477,11 @@ def config_from_dict(values: dict[str, Any], *, source: str = "config") -> GRPOC
     """
     known = {f.name for f in dataclasses.fields(GRPOConfig)}
     for key in values:
+        if not isinstance(key, str):
+            raise ConfigError(f"option names are strings; got {key!r} in {source}")
         if key not in known:
+            if key in _UNSUPPORTED:
+                raise ConfigError(f"option {key!r} in {source} is not supported: {_UNSUPPORTED[key]}.")
             close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
             raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
@@ -397,29 +498,61 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GR
     Relative paths in the file stay relative to the current directory, as on the command line.
 
     Raises:
-        ConfigError: the file is not a YAML mapping, or what :func:`config_from_dict` raises.
+        ConfigError: the file is a directory, not UTF-8, not valid YAML (or repeats a key), not a mapping, or what
+            :func:`config_from_dict` raises.
         FileNotFoundError: no such file.
     """
     path = Path(path)
-    values = yaml.safe_load(path.read_text()) or {}
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; give the YAML config file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    values = _parse_yaml(text, str(path)) or {}
     if not isinstance(values, dict):
         raise ConfigError(f"{path} must hold a YAML mapping of option: value, got {type(values).__name__}")
     values.update(overrides or {})
     return config_from_dict(values, source=str(path))
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice is an error (PyYAML keeps the last one silently)."""
+
+
+def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"option {key!r} is given twice", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    """YAML to Python values; a syntax error or a repeated key is a :class:`ConfigError` naming the line."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source} is not valid YAML: {' '.join(str(exc).split())}") from exc
+
+
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     """``["max_steps=10", "beta=0.04"]`` to ``{"max_steps": 10, "beta": 0.04}`` (values parsed as YAML).
 
     Raises:
-        ConfigError: a pair without ``=``.
+        ConfigError: a pair without ``=``, or a value that is not valid YAML.
     """
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {pair!r}")
-        out[key.strip()] = yaml.safe_load(raw)
+        out[key.strip()] = _parse_yaml(raw, f"--set {pair}")
     return out
 
 

@@ -8,6 +8,7 @@ the run's), ``preset``. Other columns are ignored.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import torch
 from reward_server.client import RewardItem
 
 TASKS = ("math", "code")
+TEST_TYPES = ("stdio", "assert", "call")
 
 
 class DataError(ValueError):
@@ -24,38 +26,64 @@ class DataError(ValueError):
 
 
 def load_rows(source: str, split: str, prompt_column: str = "prompt") -> list[dict[str, Any]]:
-    """Read prompt rows from a ``.jsonl``/``.json`` file, a ``datasets.save_to_disk`` directory or a hub dataset.
+    """Read prompt rows from a ``.jsonl``/``.json`` file, a ``.parquet``/``.csv`` file, a ``datasets.save_to_disk``
+    directory or a hub dataset.
 
-    Every row is checked with :func:`check_row`, so a bad row fails here, before any training.
+    Every row is checked and normalised with :func:`check_row`, so a bad row fails here, before any training.
 
     Raises:
-        DataError: unreadable file, empty data, or a bad row.
+        DataError: no such file, unreadable file, empty data, or a bad row.
     """
     path = Path(source)
-    if path.is_file():
+    if path.is_file() and path.suffix in (".jsonl", ".json", ".ndjson", ""):
         rows = _read_json_rows(path)
     else:
-        import datasets  # imported here: loading it costs a second and only this branch needs it
-
-        data = datasets.load_from_disk(str(path)) if path.is_dir() else datasets.load_dataset(source, split=split)
-        if isinstance(data, datasets.DatasetDict):
-            if split not in data:
-                raise DataError(f"{source} has splits {list(data)}, not {split!r}; set the split option")
-            data = data[split]
-        rows = [dict(r) for r in data]
+        rows = _read_dataset(source, path, split)
     if not rows:
         raise DataError(f"{source} holds no rows")
-    for i, row in enumerate(rows):
-        check_row(row, prompt_column, where=f"{source} row {i}")
-    return rows
+    return [check_row(row, prompt_column, where=f"{source} row {i}") for i, row in enumerate(rows)]
+
+
+def _read_dataset(source: str, path: Path, split: str) -> list[dict[str, Any]]:
+    import datasets  # imported here: loading it costs a second and only this branch needs it
+
+    if path.is_file():
+        builders = {".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
+        if path.suffix not in builders:
+            raise DataError(f"{source}: unknown file type {path.suffix!r}; use .jsonl, .json, .parquet or .csv")
+        data = datasets.load_dataset(builders[path.suffix], data_files=str(path), split="train")
+    elif path.is_dir():
+        try:
+            data = datasets.load_from_disk(str(path))
+        except FileNotFoundError as exc:
+            raise DataError(f"{source} is a directory but not a datasets.save_to_disk one ({exc})") from exc
+    elif path.suffix or source.startswith((".", "/", "~")) or source.count("/") > 1:
+        # It names a file that is not there; asking the hub for it would only give a confusing error.
+        raise DataError(f"{source}: no such file or directory")
+    else:
+        try:
+            data = datasets.load_dataset(source, split=split)
+        except (FileNotFoundError, ValueError, ConnectionError) as exc:
+            raise DataError(f"{source}: not a local file and not loadable from the hub ({exc})") from exc
+    if isinstance(data, datasets.DatasetDict):
+        if split not in data:
+            raise DataError(f"{source} has splits {list(data)}, not {split!r}; set the split option")
+        data = data[split]
+    return [dict(r) for r in data]
 
 
 def _read_json_rows(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # -sig: files written on Windows start with a BOM
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if path.suffix == ".json":
-        data = json.loads(text)
-        if not isinstance(data, list):
-            raise DataError(f"{path} must hold a JSON list of rows")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise DataError(f"{path} must hold a JSON list of row objects (or use .jsonl, one object a line)")
         return data
     rows = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -71,28 +99,82 @@ def _read_json_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def check_row(row: Mapping[str, Any], prompt_column: str, *, where: str) -> None:
-    """Refuse a row the trainer cannot use.
+def check_row(row: Mapping[str, Any], prompt_column: str, *, where: str) -> dict[str, Any]:
+    """Refuse a row the trainer cannot use; return it with what the reward server needs normalised.
+
+    Normalised: ``tests`` given as a JSON string (as many hub datasets store them) is parsed, and ``None`` values
+    that a ``datasets`` table adds for keys other rows have (``{"comparator": None}``) are dropped from ``tests``
+    and ``components``, so the server sees what the row meant.
 
     Raises:
-        DataError: no prompt, a malformed chat prompt, an unknown task, or a math row without ``ground_truth``.
+        DataError: no prompt or an empty one, a malformed chat prompt, an unknown task, a math row without a
+            usable ``ground_truth`` (a non-empty string or a finite number), a code row without test cases, or a
+            ``components``/``preset``/``language`` of the wrong type. The message names the row and the field.
     """
     if prompt_column not in row:
         raise DataError(f"{where} has no {prompt_column!r} column (columns: {sorted(row)}); set prompt_column")
+    out = dict(row)
     prompt = row[prompt_column]
     if isinstance(prompt, list):
         for m in prompt:
             if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
                 raise DataError(f"{where}: chat prompts are lists of {{'role': str, 'content': str}}, got {m!r:.100}")
+        if not any(m["content"].strip() for m in prompt):
+            raise DataError(f"{where}: the chat prompt has no message with content")
     elif not isinstance(prompt, str):
         raise DataError(f"{where}: {prompt_column} must be a string or chat messages, got {type(prompt).__name__}")
+    elif not prompt.strip():
+        raise DataError(f"{where}: {prompt_column} is empty")
     task = row.get("task") or "math"
     if task not in TASKS:
         raise DataError(f"{where}: task must be one of {TASKS}, got {task!r}")
-    if task == "math" and row.get("ground_truth") in (None, ""):
+    truth = row.get("ground_truth")
+    if truth is not None and not _usable_truth(truth):
+        raise DataError(
+            f"{where}: a row needs a non-empty 'ground_truth' that is a string or a finite number, got "
+            f"{truth!r:.100} ({type(truth).__name__})"
+        )
+    if task == "math" and truth is None:
         raise DataError(f"{where}: a math row needs a non-empty 'ground_truth'")
-    if task == "code" and row.get("tests") is None:
+    if task == "code" or row.get("tests") is not None:
+        out["tests"] = _check_tests(row.get("tests"), where)
+    components = row.get("components")
+    if components is not None:
+        if not isinstance(components, Mapping) or not all(isinstance(k, str) for k in components):
+            raise DataError(f"{where}: components maps a component name to a weight, got {components!r:.100}")
+        out["components"] = {k: v for k, v in components.items() if v is not None} or None
+    for name in ("preset", "language"):
+        if row.get(name) is not None and not isinstance(row[name], str):
+            raise DataError(f"{where}: {name} must be a string, got {row[name]!r:.100}")
+    return out
+
+
+def _usable_truth(truth: Any) -> bool:
+    if isinstance(truth, bool):  # a bool is an int to Python, but True is no reference answer
+        return False
+    if isinstance(truth, int):
+        return True
+    if isinstance(truth, float):
+        return math.isfinite(truth)
+    return isinstance(truth, str) and bool(truth.strip())
+
+
+def _check_tests(tests: Any, where: str) -> dict[str, Any]:
+    """A code row's ``tests`` as the server takes them: ``{"type": "stdio"|"assert"|"call", ...}`` with cases."""
+    if isinstance(tests, str):
+        try:
+            tests = json.loads(tests)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: tests is a string but not JSON ({exc})") from exc
+    if tests is None:
         raise DataError(f"{where}: a code row needs 'tests'")
+    if not isinstance(tests, Mapping) or tests.get("type") not in TEST_TYPES:
+        raise DataError(f"{where}: tests must be an object with 'type' one of {TEST_TYPES}, got {tests!r:.100}")
+    tests = {k: v for k, v in tests.items() if v is not None}
+    has_cases = tests.get("cases") if tests["type"] != "assert" else tests.get("test") or tests.get("test_list")
+    if not has_cases:
+        raise DataError(f"{where}: tests has no cases; every completion would be unscoreable")
+    return tests
 
 
 def prompt_indices(step: int, batch_size: int, num_rows: int, seed: int) -> list[int]:

@@ -93,12 +93,20 @@ def _step_of(line: str) -> int:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rows of ``run_dir/metrics.jsonl``.
+    """The rows of ``run_dir/metrics.jsonl``; a line cut short by a crash (or being written now) is skipped.
 
     Raises:
         FileNotFoundError: the run has no metrics file (the message names the path).
     """
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: is {run_dir} a trainer run directory?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        raise FileNotFoundError(f"{path} not found: is {run_dir} a trainer run directory that has logged a step?")
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
+    return rows

@@ -39,7 +39,7 @@ def plot_run(run_dir: str | Path, *, metrics: Sequence[str] | None = None, out: 
 
     Raises:
         FileNotFoundError: no ``metrics.jsonl`` in ``run_dir``.
-        ValueError: none of the requested metrics was logged.
+        ValueError: no step logged yet, or none of the requested metrics was logged.
     """
     import matplotlib
 
@@ -47,6 +47,8 @@ def plot_run(run_dir: str | Path, *, metrics: Sequence[str] | None = None, out: 
     import matplotlib.pyplot as plt
 
     rows = read_metrics(run_dir)
+    if not rows:
+        raise ValueError(f"{run_dir}/metrics.jsonl holds no step yet; plot once the run has logged one")
     logged = {k for r in rows for k, v in r.items() if k != "step" and isinstance(v, int | float)}
     names = list(metrics) if metrics else [m for m in HEADLINE if m in logged] + sorted(logged - set(HEADLINE))
     names = [n for n in names if n in logged]

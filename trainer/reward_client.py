@@ -12,6 +12,7 @@ server's internals.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,8 @@ from typing import Any
 import httpx
 
 from reward_server.client import AsyncRewardClient, RetryPolicy, RewardClient, RewardItem, RewardResult
+
+logger = logging.getLogger("trainer")
 
 
 class RewardScorer:
@@ -65,14 +68,29 @@ class RewardScorer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def wait_ready(self, timeout_s: float) -> None:
-        """Block until every server answers ``/readyz`` with 200.
+    def wait_ready(self, timeout_s: float) -> list[str]:
+        """Wait up to ``timeout_s`` for every server's ``/readyz``; go on with those that are ready then.
+
+        A server that is down at the start does not stop a run that others can score (the balancer uses it once it
+        answers), but it is logged as a warning.
+
+        Returns:
+            The ready servers.
 
         Raises:
-            TimeoutError: a server was not ready in time (the message names it).
+            TimeoutError: no server was ready in time (the message names them).
         """
         with RewardClient(self._urls, timeout_s=self._timeout_s) as probe:
-            probe.wait_ready(timeout_s=timeout_s)
+            ready = probe.wait_ready(timeout_s=timeout_s, require_all=False)
+            missing = [url for url in probe.base_urls if url not in ready]
+        if missing:
+            logger.warning(
+                "reward server(s) %s not ready after %g s; scoring on %s until they answer",
+                ", ".join(missing),
+                timeout_s,
+                ", ".join(ready),
+            )
+        return ready
 
     def submit(self, items: Sequence[RewardItem]) -> Future[list[RewardResult]]:
         """Start scoring ``items``; returns at once. The future's result has one result per item, in order."""

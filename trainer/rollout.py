@@ -135,27 +135,27 @@ class GenerationBackend(Protocol):
         ...
 
 
-class TransformersBackend:
-    """Generation with ``transformers``' ``model.generate``: left padding, KV cache, stops at EOS.
+class PromptEncoder:
+    """Prompts to left-padded token ids: the chat template where there is one, then the end of the prompt kept.
 
     Args:
-        model: the policy; generation runs in eval mode under ``torch.no_grad`` and restores the mode after.
         tokenizer: its ``pad_token`` (or EOS when it has none) pads.
         max_prompt_length: prompt tokens kept, from the end; ``None`` keeps all.
         apply_chat_template: render prompts with the tokenizer's chat template when it has one; a plain
             string becomes a single user message. Without a template, a string is used as is and chat messages
             are refused.
+
+    Raises:
+        ValueError: the tokenizer has neither a pad nor an EOS token.
     """
 
     def __init__(
         self,
-        model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         *,
         max_prompt_length: int | None = None,
         apply_chat_template: bool = True,
     ) -> None:
-        self.model = model
         self.tokenizer = tokenizer
         self.max_prompt_length = max_prompt_length
         self.use_chat_template = apply_chat_template and getattr(tokenizer, "chat_template", None) is not None
@@ -163,7 +163,6 @@ class TransformersBackend:
         if pad is None:
             raise ValueError("the tokenizer has neither a pad nor an EOS token; set tokenizer.pad_token")
         self.pad_token_id: int = int(pad)
-        self.eos_token_ids = _eos_ids(model, tokenizer)
 
     def render(self, prompt: Prompt) -> str:
         """The prompt text the model sees (chat template applied where there is one).
@@ -182,23 +181,71 @@ class TransformersBackend:
             "off); give plain-text prompts or a tokenizer with a chat template"
         )
 
+    def token_ids(self, prompt: Prompt) -> list[int]:
+        """The prompt's token ids, whole (before ``max_prompt_length`` cuts them)."""
+        # A chat template already writes BOS and the like; adding special tokens again would double them.
+        return list(self.tokenizer(self.render(prompt), add_special_tokens=not self.use_chat_template)["input_ids"])
+
+    def prompt_length(self, prompt: Prompt) -> int:
+        """Tokens of the whole rendered prompt (compare with ``max_prompt_length`` to see what is cut)."""
+        return len(self.token_ids(prompt))
+
     def encode(self, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tokenise and left-pad prompts: ``(ids, mask)``, both ``(len(prompts), P)``."""
+        """Tokenise and left-pad prompts: ``(ids, mask)``, both ``(len(prompts), P)``.
+
+        Raises:
+            ValueError: a prompt that gives no token (the model would have nothing to condition on).
+        """
         rows = []
-        for prompt in prompts:
-            # A chat template already writes BOS and the like; adding special tokens again would double them.
-            ids = self.tokenizer(self.render(prompt), add_special_tokens=not self.use_chat_template)["input_ids"]
+        for i, prompt in enumerate(prompts):
+            ids = self.token_ids(prompt)
+            if not ids:
+                raise ValueError(f"prompt {i} gives no token: {prompt!r:.80}")
             if self.max_prompt_length is not None:
                 ids = ids[-self.max_prompt_length :]
-            rows.append(list(ids))
+            rows.append(ids)
         width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        ids_t = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, r in enumerate(rows):
-            if r:
-                ids[i, width - len(r) :] = torch.tensor(r)
-                mask[i, width - len(r) :] = 1
-        return ids, mask
+            ids_t[i, width - len(r) :] = torch.tensor(r)
+            mask[i, width - len(r) :] = 1
+        return ids_t, mask
+
+
+class TransformersBackend:
+    """Generation with ``transformers``' ``model.generate``: left padding, KV cache, stops at EOS.
+
+    Args:
+        model: the policy; generation runs in eval mode under ``torch.no_grad`` and restores the mode after.
+        tokenizer: its ``pad_token`` (or EOS when it has none) pads.
+        max_prompt_length, apply_chat_template: see :class:`PromptEncoder`.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_prompt_length: int | None = None,
+        apply_chat_template: bool = True,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.prompts = PromptEncoder(
+            tokenizer, max_prompt_length=max_prompt_length, apply_chat_template=apply_chat_template
+        )
+        self.use_chat_template = self.prompts.use_chat_template
+        self.pad_token_id = self.prompts.pad_token_id
+        self.eos_token_ids = _eos_ids(model, tokenizer)
+
+    def render(self, prompt: Prompt) -> str:
+        """See :meth:`PromptEncoder.render`."""
+        return self.prompts.render(prompt)
+
+    def encode(self, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
+        """See :meth:`PromptEncoder.encode`."""
+        return self.prompts.encode(prompts)
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:

@@ -19,23 +19,38 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, get_scheduler
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    get_scheduler,
+)
 
-from reward_server.client import RewardResult
-from trainer.checkpoint import load_training_state, resolve_checkpoint, save_checkpoint
-from trainer.config import GRPOConfig
-from trainer.data import load_rows, prompt_indices, reward_items
+from reward_server.client import RewardResult, RewardServerError
+from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
+from trainer.config import ConfigError, GRPOConfig
+from trainer.data import DataError, load_rows, prompt_indices, reward_items
 from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss
 from trainer.metrics import MetricsLogger, PhaseTimer
 from trainer.reward_client import RewardScorer
-from trainer.rollout import GenerationBackend, RolloutBatch, SamplingParams, TransformersBackend, completion_log_probs
+from trainer.rollout import (
+    GenerationBackend,
+    PromptEncoder,
+    RolloutBatch,
+    SamplingParams,
+    TransformersBackend,
+    completion_log_probs,
+)
 
 logger = logging.getLogger("trainer")
 
@@ -74,13 +89,64 @@ def _disable_dropout(model: torch.nn.Module) -> None:
                 setattr(module, name, 0.0)
 
 
-def _load_model(path: str, device: torch.device, disable_dropout: bool) -> PreTrainedModel:
+def _load_model(
+    path: str, device: torch.device, disable_dropout: bool, option: str = "model_name_or_path"
+) -> PreTrainedModel:
     # Master weights stay float32; on GPU the forward runs under bf16 autocast.
-    model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    try:
+        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    except (OSError, ValueError) as exc:  # no such directory or hub id; not a causal LM
+        raise ConfigError(f"{option}={path!r}: cannot load a causal LM from it ({_first_line(exc)})") from exc
     model.to(device)  # type: ignore[arg-type]  # transformers types .to() for dtypes only
     if disable_dropout:
         _disable_dropout(model)
     return model
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
+    option = "tokenizer_name_or_path" if config.tokenizer_name_or_path else "model_name_or_path"
+    path = config.tokenizer_name_or_path or config.model_name_or_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{option}={path!r}: cannot load a tokenizer from it ({_first_line(exc)})") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _check_prompts(
+    encoder: PromptEncoder, rows: Sequence[dict[str, Any]], column: str, source: str, max_length: int | None
+) -> None:
+    """Render and tokenise every prompt once before training, so a prompt the chat template refuses, or one that
+    gives no token, fails now with its row number rather than mid-run; warn about prompts that lose their start
+    to ``max_prompt_length``.
+
+    Raises:
+        DataError: a prompt that cannot be rendered or that gives no token.
+    """
+    too_long = 0
+    for i, row in enumerate(rows):
+        try:
+            n = encoder.prompt_length(row[column])
+        except (ValueError, TypeError, jinja2.TemplateError) as exc:
+            raise DataError(f"{source} row {i}: the prompt cannot be rendered: {_first_line(exc)}") from exc
+        if n == 0:
+            raise DataError(f"{source} row {i}: the prompt gives no token")
+        too_long += max_length is not None and n > max_length
+    if too_long:
+        logger.warning(
+            "%s: %d of %d prompts are longer than max_prompt_length=%s tokens; their start is cut (raise "
+            "max_prompt_length or set it to null to keep them whole)",
+            source,
+            too_long,
+            len(rows),
+            max_length,
+        )
 
 
 def _micro_batches(n: int, gradient_accumulation_steps: int) -> list[slice]:
@@ -200,17 +266,45 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
     )
 
-    tokenizer = AutoTokenizer.from_pretrained(config.tokenizer_name_or_path or config.model_name_or_path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = _load_model(str(checkpoint or config.model_name_or_path), device, config.disable_dropout)
+    # Data and prompts are checked before any model loads: a bad row should not cost minutes of loading first.
+    train_rows = load_rows(config.train_data, config.train_split, config.prompt_column)
+    eval_rows = load_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else []
+    eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
+    tokenizer = _load_tokenizer(config)
+    encoder = PromptEncoder(
+        tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
+    )
+    if not encoder.use_chat_template and any(
+        isinstance(r[config.prompt_column], list) for r in (*train_rows, *eval_rows)
+    ):  # fail now, not at the first batch that happens to hold a chat prompt
+        raise DataError(
+            "the data has chat-message prompts but the tokenizer has no chat_template (or apply_chat_template is "
+            "off): give plain-text prompts, a tokenizer with a chat template, or set apply_chat_template: true"
+        )
+    _check_prompts(encoder, train_rows, config.prompt_column, config.train_data, config.max_prompt_length)
+    if config.eval_data:
+        _check_prompts(encoder, eval_rows, config.prompt_column, config.eval_data, config.max_prompt_length)
+
+    model = _load_model(
+        str(checkpoint or config.model_name_or_path),
+        device,
+        config.disable_dropout,
+        "resume_from_checkpoint" if checkpoint else "model_name_or_path",
+    )
+    num_embeddings = int(model.config.vocab_size)
+    if len(tokenizer) > num_embeddings:  # a token id past the embedding table fails mid-generation otherwise
+        raise ConfigError(
+            f"the tokenizer has {len(tokenizer)} tokens but the model's embedding table only {num_embeddings}: "
+            "tokenizer_name_or_path does not belong to model_name_or_path"
+        )
     model.train()  # from_pretrained returns eval mode; the backend switches to eval only while generating
     if on_gpu and config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     # The reference is the policy's starting point, also after a resume; with beta == 0 it is never loaded.
     ref_model = None
     if config.beta > 0:
-        ref_model = _load_model(config.ref_model_name_or_path or config.model_name_or_path, device, True)
+        ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
+        ref_model = _load_model(config.ref_model_name_or_path or config.model_name_or_path, device, True, ref_option)
         ref_model.eval().requires_grad_(False)
 
     optimizer = torch.optim.AdamW(
@@ -227,21 +321,14 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         num_training_steps=config.max_steps * config.num_iterations,
     )
     start_step = load_training_state(checkpoint, optimizer, scheduler) if checkpoint else 0
-
-    train_rows = load_rows(config.train_data, config.train_split, config.prompt_column)
-    eval_rows = load_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else []
-    eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
+    if start_step > config.max_steps:
+        raise ConfigError(
+            f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
+        )
 
     backend = TransformersBackend(
         model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
     )
-    if not backend.use_chat_template and any(
-        isinstance(r[config.prompt_column], list) for r in (*train_rows, *eval_rows)
-    ):  # fail now, not at the first batch that happens to hold a chat prompt
-        raise ValueError(
-            "the data has chat-message prompts but the tokenizer has no chat_template (or apply_chat_template is "
-            "off): give plain-text prompts, a tokenizer with a chat template, or set apply_chat_template: true"
-        )
     sampling = SamplingParams(
         max_new_tokens=config.max_completion_length,
         temperature=config.temperature,
@@ -270,9 +357,35 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         history.append({"step": 0, **row})
         logger.info("step 0: eval pass@1 %.3f", row["eval/pass@1"])
 
+    def save_state(step: int, rng: dict[str, Any] | None = None) -> Path:
+        return save_checkpoint(
+            output_dir,
+            step,
+            model=model,
+            tokenizer=tokenizer,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            config=config.to_dict(),
+            save_total_limit=config.save_total_limit,
+            rng=rng,
+        )
+
+    def wait_or_stop(
+        futures: Sequence[Future[list[RewardResult]]], step: int, rng_at_start: dict[str, Any]
+    ) -> tuple[list[RewardResult], float]:
+        """``scorer.wait``; when the rewards fail for good, save what a resume needs and stop the run."""
+        try:
+            return scorer.wait(futures)
+        except RewardServerError as exc:
+            # Nothing of this step has touched the weights or the optimizer yet: save the state as it was when the
+            # step began (its RNG included), so a resume redoes this step exactly.
+            resume_point = save_state(step, rng_at_start) if step > start_step else checkpoint
+            raise _stopped_for_rewards(exc, step, resume_point) from exc
+
     bar = tqdm(total=config.max_steps, initial=start_step, disable=not config.progress_bar, desc="grpo")
     try:
         for step in range(start_step, config.max_steps):
+            rng_at_start = rng_state()  # stored if this step fails for want of rewards, see below
             timer = PhaseTimer()
             step_start = time.perf_counter()
             rows = [train_rows[i] for i in prompt_indices(step, config.prompt_batch_size, len(train_rows), config.seed)]
@@ -295,7 +408,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
                 futures.append(scorer.submit(items))
                 chunks.append(chunk)
                 if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
-                    timer.add("reward_wait", scorer.wait(futures[-1:])[1])
+                    timer.add("reward_wait", wait_or_stop(futures[-1:], step, rng_at_start)[1])
             batch = RolloutBatch.concat(chunks, backend.pad_token_id)  # (N = B * G rows)
             group_ids = batch.prompt_index  # (N,) explicit group ids: prompt i of this step is group i
 
@@ -312,7 +425,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
 
             # 3. Rewards -> group advantages. A null reward (NaN) is left out of its group's baseline and gets
             #    advantage 0: an infrastructure failure is not a wrong answer.
-            results, wait_s = scorer.wait(futures)
+            results, wait_s = wait_or_stop(futures, step, rng_at_start)
             timer.add("reward_wait", wait_s)
             rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (N,)
             advantages = group_advantages(rewards, group_ids.cpu(), config.scale_rewards).to(device)  # (N,)
@@ -397,20 +510,27 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")
             if is_last or (config.save_steps and done % config.save_steps == 0):
-                save_checkpoint(
-                    output_dir,
-                    done,
-                    model=model,
-                    tokenizer=tokenizer,
-                    optimizer=optimizer,
-                    scheduler=scheduler,
-                    config=config.to_dict(),
-                    save_total_limit=config.save_total_limit,
-                )
+                save_state(done)
     finally:
         bar.close()
         metrics_log.close()
         if own_scorer:
             scorer.close()
     final = output_dir / f"checkpoint-{config.max_steps}"
+    if checkpoint is not None and start_step == config.max_steps:  # resumed a finished run: nothing was trained
+        final = checkpoint
     return TrainResult(output_dir=output_dir, checkpoint=final, history=history)
+
+
+def _stopped_for_rewards(exc: RewardServerError, step: int, resume_point: Path | None) -> RewardServerError:
+    """The error that ends a run whose rewards failed at ``step``: what failed, and where to resume from."""
+    refused = exc.status_code is not None and 400 <= exc.status_code < 500 and exc.status_code != 429
+    # A 4xx is the request's fault (a row's components, tests or ground truth): waiting for the server fixes nothing.
+    when = "once the data or reward config named above is fixed" if refused else "once the server is back"
+    where = (
+        f"the state before it is in {resume_point}: {when}, resume with --set resume_from_checkpoint={resume_point}"
+        if resume_point is not None
+        else "no step had finished, so there is nothing to resume from"
+    )
+    message = f"{exc}. Training stopped at step {step}; {where}"
+    return RewardServerError(message, status_code=exc.status_code, url=exc.url)

@@ -124,6 +124,47 @@ def test_malformed_result_is_an_error() -> None:
         RewardClient("http://a", client=httpx.Client(transport=transport)).score(_items(1))
 
 
+_OK_SECOND = '{"id": "q-1", "reward": 1.0, "status": "ok", "components": {}}'
+
+
+@pytest.mark.parametrize(
+    ("first", "message"),
+    [
+        # Python's json reads NaN/Infinity: NaN would pass as "not scoreable" with status ok, inf would make every
+        # advantage of its group NaN.
+        ('{"id": "q-0", "reward": NaN, "status": "ok"}', "reward must be finite"),
+        ('{"id": "q-0", "reward": Infinity, "status": "ok"}', "reward must be finite"),
+        ('{"id": "q-0", "reward": -Infinity, "status": "ok"}', "reward must be finite"),
+        ('{"id": "q-0", "reward": "0.5", "status": "ok"}', "reward must be a number"),
+        ('{"id": "q-0", "reward": true, "status": "ok"}', "reward must be a number"),
+        (
+            '{"id": "q-0", "reward": 1.0, "status": "ok", "components": {"accuracy": {"score": NaN, "status": "ok"}}}',
+            "score must be finite",
+        ),
+        (
+            '{"id": "q-0", "reward": 1.0, "status": "ok", "components": {"format": {"score": 1, "weight": "x", '
+            '"status": "ok"}}}',
+            "weight must be a number",
+        ),
+        # The contract: a number only with status ok. A 0 with "timeout" is a failure passed off as a verdict.
+        ('{"id": "q-0", "reward": 0.0, "status": "timeout"}', "reward 0.0 with status 'timeout'"),
+        ('{"id": "q-0", "reward": 0.0, "status": "sandbox_error"}', "with status 'sandbox_error'"),
+    ],
+)
+def test_rewards_that_are_not_finite_numbers_with_status_ok_are_refused(first: str, message: str) -> None:
+    body = f'{{"results": [{first}, {_OK_SECOND}]}}'.encode()
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, content=body))
+    with pytest.raises(RewardServerError, match=message):
+        RewardClient("http://a", client=httpx.Client(transport=transport)).score(_items(2))
+
+
+def test_a_null_reward_with_status_ok_is_still_null() -> None:
+    body = {"results": [{"id": "q-0", "reward": None, "status": "ok"}, json.loads(_OK_SECOND)]}
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, json=body))
+    results = RewardClient("http://a", client=httpx.Client(transport=transport)).score(_items(2))
+    assert [r.reward for r in results] == [None, 1.0]
+
+
 def test_repeated_ids_are_refused_before_sending() -> None:
     server = FakeServer()
     with pytest.raises(ValueError, match="unique"):
@@ -255,6 +296,51 @@ def test_wait_ready_polls_until_200() -> None:
     client._sleep = lambda s: None
     client.wait_ready(timeout_s=5)
     assert answers == []
+
+
+def _ready_unless_b(request: httpx.Request) -> httpx.Response:
+    if request.url.host == "b":
+        raise httpx.ConnectError("connection refused")
+    return httpx.Response(200)
+
+
+def test_wait_ready_with_one_server_down() -> None:
+    client = RewardClient(["http://a", "http://b"], client=httpx.Client(transport=httpx.MockTransport(_ready_unless_b)))
+    client._sleep = lambda s: time.sleep(0.01)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"reward server\(s\) http://b not ready after 0.2 s"):
+        client.wait_ready(timeout_s=0.2)
+    assert client.wait_ready(timeout_s=0.2, require_all=False) == ["http://a"]
+    assert time.monotonic() - start < 2.0  # polled every server each round, not one after the other
+
+
+def test_wait_ready_polls_every_server_in_each_round() -> None:
+    # b comes up on its third poll; a is ready at once. Both must be seen ready.
+    polls: dict[str, int] = {"a": 0, "b": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        polls[request.url.host] += 1
+        return httpx.Response(200 if request.url.host == "a" or polls["b"] >= 3 else 503)
+
+    client = RewardClient(["http://a", "http://b"], client=httpx.Client(transport=httpx.MockTransport(handler)))
+    client._sleep = lambda s: None
+    assert client.wait_ready(timeout_s=5) == ["http://a", "http://b"]
+    assert polls == {"a": 1, "b": 3}  # a ready server is not polled again
+
+
+def test_no_server_ready_is_an_error_even_without_require_all() -> None:
+    down = httpx.MockTransport(lambda r: httpx.Response(503))
+    client = RewardClient(["http://a", "http://b"], client=httpx.Client(transport=down))
+    client._sleep = lambda s: None
+    with pytest.raises(TimeoutError, match="http://a, http://b not ready"):
+        client.wait_ready(timeout_s=0.05, require_all=False)
+
+
+def test_connecting_gets_a_short_timeout() -> None:
+    # A server that drops packets must not hold every attempt for the whole read timeout.
+    timeout = RewardClient("http://a", timeout_s=120)._timeout
+    assert (timeout.connect, timeout.read) == (10.0, 120)
+    assert RewardClient("http://a", timeout_s=3)._timeout.connect == 3
 
 
 # ----------------------------------------------------------------------------------------------------------- async

@@ -53,6 +53,30 @@ def test_every_field_has_a_one_line_docstring() -> None:
         ({"rollout_chunk_prompts": 99}, "between 1 and prompt_batch_size"),
         ({"reward_server_urls": ["127.0.0.1:8000"]}, "http"),
         ({"mask_truncated_completions": "yes"}, "expected bool"),
+        # NaN passes every `< 0` check and inf every upper bound: both are refused for every float option.
+        ({"beta": float("nan")}, "beta=nan: must be a finite number"),
+        ({"temperature": float("inf")}, "temperature=inf: must be a finite number"),
+        ({"max_grad_norm": float("nan")}, "max_grad_norm=nan: must be a finite number"),
+        ({"learning_rate": "nan"}, "learning_rate=nan: must be a finite number"),  # coerced from a string
+        # Clip-higher widens the upper side; below epsilon it is a slip (0.028 for 0.28).
+        ({"epsilon": 0.2, "epsilon_high": 0.028}, r"epsilon_high=0.028: must be >= epsilon \(0.2\)"),
+        # An empty string is falsy: it would silently skip the resume or the evaluation.
+        ({"resume_from_checkpoint": ""}, "must not be empty; use null"),
+        ({"eval_data": "  "}, "must not be empty; use null"),
+        ({"output_dir": ""}, "output_dir='': must not be empty"),
+        ({"seed": -1}, r"seed=-1: must be in \[0, 2\*\*32\)"),  # NumPy refuses it at the start of training
+        # TRL names with no counterpart get what to do instead, not a look-alike (num_iterations is not epochs).
+        ({"num_train_epochs": 3}, "not supported: training length is set in steps: set max_steps"),
+        ({"per_device_train_batch_size": 8}, "not supported: set prompt_batch_size"),
+        ({"use_vllm": True}, "not supported"),
+        ({"scale_rewards": True}, "TRL's boolean form: write 'group' for True"),
+        ({"scale_rewards": False}, "write 'none' for False"),
+        ({"reward_components": {"accuracy": "1.0"}}, "maps a component name to a number"),
+        ({"reward_components": {"format": {"weight": None}}}, "maps a component name to a number"),
+        ({"reward_server_urls": ["http://a:8000,http://b:8000"]}, "is not one URL"),
+        ({"reward_server_urls": ["http://a:8000/v1/rewards"]}, "the client adds /v1/rewards"),
+        ({"reward_server_urls": ["http://a:80000"]}, "bad port"),
+        ({"reward_server_urls": ["http://a", 8000]}, "8000 has type int; expected a list of str"),
     ],
 )
 def test_invalid_values_say_how_to_fix_them(values: dict[str, Any], message: str) -> None:
@@ -83,3 +107,57 @@ def test_cli_reports_a_config_error_without_traceback(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "config error: num_generations=1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_accepted_edge_values() -> None:
+    cfg = config_from_dict(
+        {**BASE, "epsilon": 0.2, "epsilon_high": 0.2, "seed": 0, "reward_components": {"format": {"weight": 0}}}
+    )
+    assert (cfg.epsilon_high, cfg.seed) == (0.2, 0)
+    assert config_from_dict({**BASE, "reward_server_urls": "http://gw.local/rlvr/"}).reward_server_urls == (
+        "http://gw.local/rlvr/",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model_name_or_path: m\ntrain_data: t.jsonl\nbeta: 0.0\nbeta: 0.04\n", "option 'beta' is given twice"),
+        ("model_name_or_path: m\ntrain_data: [t.jsonl\n", "is not valid YAML"),
+        ("- model_name_or_path: m\n", "must hold a YAML mapping"),
+        ("1: 2\n", "option names are strings"),
+    ],
+)
+def test_yaml_problems_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_a_bom_and_a_bad_set_value(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes("\ufeffmodel_name_or_path: m\ntrain_data: t.jsonl\n".encode())  # as Windows editors save it
+    assert load_config(path).model_name_or_path == "m"
+    with pytest.raises(ConfigError, match=r"--set max_steps=\[ is not valid YAML"):
+        parse_overrides(["max_steps=["])
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model_name_or_path: m\ntrain_data: [t.jsonl\n", "config error: "),
+        ("model_name_or_path: m\ntrain_data: t.jsonl\nbeta: 0\nbeta: 1\n", "config error: "),
+        ("model_name_or_path: m\ntrain_data: t.jsonl\nnum_train_epochs: 3\n", "set max_steps"),
+    ],
+)
+def test_cli_reports_yaml_errors_without_traceback(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["train", "--config", str(path)])
+    assert result.exit_code == 2
+    assert expected in result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -16,6 +16,7 @@ from trainer.rollout import (
     completion_log_probs,
     completion_mask_from_ids,
 )
+from trainer.tiny import build_tiny_model, build_tokenizer
 
 
 @pytest.fixture()
@@ -143,3 +144,29 @@ def test_generation_ignores_the_checkpoints_sampling_defaults(backend: Transform
     backend.model.generation_config = GenerationConfig(top_p=0.1, top_k=2, repetition_penalty=3.0, temperature=0.1)
     config = backend._generation_config(SamplingParams(max_new_tokens=3))
     assert (config.top_p, config.top_k, config.repetition_penalty, config.temperature) == (1.0, 0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("architecture", ["qwen2", "llama"])
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_a_left_padded_batch_gives_each_row_the_log_probs_it_has_alone(architecture: str, attention: str) -> None:
+    """Padding widths 0, 14 and 21 tokens: positions and the attention mask must make padding invisible."""
+    corpus = [f"What is {a} plus {b}? {a + b}" for a in range(10) for b in range(10)]
+    tokenizer = build_tokenizer(corpus, vocab_size=300)
+    model = build_tiny_model(
+        tokenizer, architecture=architecture, hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, seed=3
+    )  # type: ignore[arg-type]
+    model.config._attn_implementation = attention
+    backend = TransformersBackend(model, tokenizer)
+    prompts = ["What is 1 plus 2?", "What is 11 plus 22 plus 33 plus 44 plus 55?", "7"]
+    torch.manual_seed(0)
+    batch = backend.generate(prompts, 2, SamplingParams(max_new_tokens=8))
+    pads = (batch.prompt_mask == 0).sum(-1).tolist()
+    assert sorted(set(pads)) == [0, 14, 21]
+    with torch.no_grad():
+        together, _ = completion_log_probs(model, batch, 0.8)
+        for i in range(len(batch)):
+            alone_batch = batch.select(torch.tensor([i]))
+            assert alone_batch.prompt_mask.all()  # its own left padding dropped: the row as if sampled alone
+            alone, _ = completion_log_probs(model, alone_batch, 0.8)
+            m = alone_batch.completion_mask[0].bool()
+            torch.testing.assert_close(together[i, : alone.shape[1]][m], alone[0][m], atol=2e-6, rtol=0)

@@ -7,6 +7,8 @@ live ``python -m reward_server`` is in ``test_smoke_live.py``.
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from reward_server.client import RewardItem, RewardServerError
 from tests.trainer.conftest import StandInServer
-from trainer.config import GRPOConfig, config_from_dict
+from trainer.config import ConfigError, GRPOConfig, config_from_dict
+from trainer.data import DataError
 from trainer.grpo import grpo_loss
 from trainer.metrics import read_metrics
 from trainer.plot import plot_run
@@ -276,6 +279,209 @@ def test_chat_prompts_without_a_chat_template_fail_before_training(tiny_model_di
     data.write_text(json.dumps({"prompt": [{"role": "user", "content": "2+2?"}], "ground_truth": "4"}) + "\n")
     server = StandInServer()
     cfg = _config(tiny_model_dir, (data, data), tmp_path / "run", max_steps=1)
-    with pytest.raises(ValueError, match="chat_template"):
+    with pytest.raises(DataError, match="chat_template"):
         train(cfg, scorer=server.scorer())
     assert server.requests == 0
+
+
+def _varied(item: dict[str, Any]) -> float:
+    """A stand-in rule with mixed rewards within groups, so updates have a gradient."""
+    return float(len(item["response"]) % 2)
+
+
+def _failing_at(step: int) -> httpx.MockTransport:
+    """A server that scores every step but ``step``, where the connection is refused (the server was killed)."""
+    server = StandInServer(_varied)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if f"-s{step}-" in request.content.decode():
+            raise httpx.ConnectError("connection refused")
+        return server(request)
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_reward_failure_mid_run_saves_the_state_before_the_step_and_resume_repeats_it(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, overlap: bool
+) -> None:
+    common: dict[str, Any] = {
+        "max_steps": 3,
+        "num_iterations": 2,
+        "beta": 0.05,
+        "gradient_accumulation_steps": 2,
+        "overlap_scoring": overlap,
+    }
+    whole = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "whole", **common), scorer=StandInServer(_varied).scorer()
+    )
+
+    cut = tmp_path / "cut"
+    broken = RewardScorer("http://x", client=httpx.AsyncClient(transport=_failing_at(1)), max_retries=0)
+    with pytest.raises(
+        RewardServerError, match=r"Training stopped at step 1; the state before it is in .*checkpoint-1"
+    ):
+        train(_config(tiny_model_dir, prompt_files, cut, **common), scorer=broken)
+    assert sorted(p.name for p in cut.glob("checkpoint-*")) == ["checkpoint-1"]  # save_steps is 0: only this one
+    assert [r["step"] for r in read_metrics(cut)] == [1]
+
+    resumed = train(
+        _config(tiny_model_dir, prompt_files, cut, **common, resume_from_checkpoint="latest"),
+        scorer=StandInServer(_varied).scorer(),
+    )
+    for name, value in _params(whole.checkpoint).items():
+        torch.testing.assert_close(_params(resumed.checkpoint)[name], value, atol=0, rtol=0)
+
+    def without_timing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if not k.startswith(("timing/", "perf/"))} for r in rows]
+
+    assert without_timing(read_metrics(cut)) == without_timing(read_metrics(tmp_path / "whole"))
+
+
+def test_a_reward_failure_in_the_first_step_has_nothing_to_save(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    broken = RewardScorer("http://x", client=httpx.AsyncClient(transport=_failing_at(0)), max_retries=0)
+    with pytest.raises(RewardServerError, match="no step had finished, so there is nothing to resume from"):
+        train(_config(tiny_model_dir, prompt_files, tmp_path / "run"), scorer=broken)
+    assert not list((tmp_path / "run").glob("checkpoint-*"))
+
+
+def test_resuming_a_finished_run(tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path) -> None:
+    server = StandInServer(_varied)
+    first = train(_config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=2), scorer=server.scorer())
+    requests = server.requests
+    again = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=2, resume_from_checkpoint="latest"),
+        scorer=server.scorer(),
+    )
+    assert (again.checkpoint, again.history, server.requests) == (first.checkpoint, [], requests)
+    with pytest.raises(ConfigError, match=r"max_steps=1 but .*checkpoint-2 is at step 2: raise max_steps"):
+        train(
+            _config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=1, resume_from_checkpoint="latest"),
+            scorer=server.scorer(),
+        )
+
+
+RAISING_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('unknown role ' + m['role']) }}{% endif %}<|{{ m['role'] }}|>{{ m['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def test_prompts_are_rendered_before_any_model_loads(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer import train as train_module
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = RAISING_TEMPLATE
+    tokenizer.save_pretrained(model_dir)
+    data = tmp_path / "chat.jsonl"
+    rows = [
+        {"prompt": [{"role": "user", "content": "What is 1 plus 2?"}], "ground_truth": "3"},
+        {"prompt": [{"role": "robot", "content": "What is 2 plus 2?"}], "ground_truth": "4"},
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(train_module, "_load_model", lambda *a: pytest.fail("the model loaded before the data check"))
+    with pytest.raises(DataError, match=r"chat\.jsonl row 1: the prompt cannot be rendered: unknown role robot"):
+        train(_config(model_dir, (data, data), tmp_path / "run"), scorer=StandInServer().scorer())
+
+
+def test_prompts_cut_by_max_prompt_length_are_reported(
+    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "long.jsonl"
+    rows = [
+        {"prompt": "What is 1 plus 2? " * 10, "ground_truth": "3"},
+        {"prompt": "What is 1 plus 2?", "ground_truth": "3"},
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level("WARNING", logger="trainer"):
+        train(
+            _config(tiny_model_dir, (data, data), tmp_path / "run", max_steps=1, max_prompt_length=12),
+            scorer=StandInServer().scorer(),
+        )
+    assert "1 of 2 prompts are longer than max_prompt_length=12 tokens" in caplog.text
+
+
+def test_a_tokenizer_larger_than_the_models_vocabulary_is_refused(
+    tiny_model_dir: Path, tmp_path: Path, prompt_files: tuple[Path, Path]
+) -> None:
+    tok_dir = tmp_path / "tok"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.add_tokens([f"<extra_{i}>" for i in range(400)])
+    tokenizer.save_pretrained(tok_dir)
+    cfg = _config(tiny_model_dir, prompt_files, tmp_path / "run", tokenizer_name_or_path=str(tok_dir))
+    with pytest.raises(ConfigError, match=r"the tokenizer has \d+ tokens but the model's embedding table only \d+"):
+        train(cfg, scorer=StandInServer().scorer())
+
+
+def _model_variant(tiny_model_dir: Path, out: Path, variant: str) -> Path:
+    """The tiny model as a Llama, without a pad token, or with a chat template."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    if variant == "llama":
+        from trainer.tiny import build_tiny_model
+
+        build_tiny_model(
+            tokenizer, architecture="llama", hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1
+        ).save_pretrained(out)
+    else:
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir).save_pretrained(out)
+    if variant == "no_pad":
+        tokenizer.pad_token = None
+    if variant == "chat":
+        tokenizer.chat_template = RAISING_TEMPLATE
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("variant", "overrides", "prompt"),
+    [
+        ("llama", {}, "What is 1 plus 2?"),
+        ("no_pad", {}, "What is 1 plus 2?"),  # EOS pads, as TRL does
+        ("plain", {"max_completion_length": 1}, "What is 1 plus 2?"),
+        ("plain", {"max_completion_length": 1, "mask_truncated_completions": True}, "What is 1 plus 2?"),
+        ("chat", {}, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 1 plus 2?"}]),
+        ("plain", {}, "计算 1 加 2 等于几？ 🙂"),
+    ],
+)
+def test_one_step_runs_on_other_models_and_prompts(
+    tiny_model_dir: Path, tmp_path: Path, variant: str, overrides: dict[str, Any], prompt: Any
+) -> None:
+    model_dir = _model_variant(tiny_model_dir, tmp_path / "model", variant)
+    assert (AutoTokenizer.from_pretrained(model_dir).pad_token is None) == (variant == "no_pad")
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"prompt": prompt, "ground_truth": "3"}, ensure_ascii=False) + "\n")
+    server = StandInServer(_varied)
+    result = train(_config(model_dir, (data, data), tmp_path / "run", max_steps=1, **overrides), scorer=server.scorer())
+    row = result.history[0]
+    assert len(server.items) == 2 * 4
+    expected_prompt = prompt if isinstance(prompt, str) else prompt[-1]["content"]
+    assert {item["prompt"] for item in server.items} == {expected_prompt}
+    assert all(math.isfinite(row[k]) for k in ("loss/policy", "policy/entropy", "optim/grad_norm"))
+    length = overrides.get("max_completion_length", 6)
+    assert 1 <= row["completions/mean_length"] <= length
+    if length == 1:  # one token: EOS (a finished completion) or a truncated one
+        assert row["completions/mean_length"] == 1.0
+        assert all(item["num_tokens"] == 1 for item in server.items)
+
+
+def test_a_batch_the_server_refuses_says_to_fix_the_request(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    server = StandInServer(_varied)
+
+    def refuse_step_1(request: httpx.Request) -> httpx.Response:
+        if "-s1-" in request.content.decode():
+            return httpx.Response(422, json={"detail": "items.0.components: unknown component 'acuracy'"})
+        return server(request)
+
+    scorer = RewardScorer("http://x", client=httpx.AsyncClient(transport=httpx.MockTransport(refuse_step_1)))
+    with pytest.raises(RewardServerError, match=r"unknown component 'acuracy'.*once the data or reward config"):
+        train(_config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=2), scorer=scorer)
+    assert server.requests == 2  # step 0 (two chunks of one prompt) was scored; the refusal came at step 1
