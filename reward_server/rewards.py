@@ -15,7 +15,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -188,7 +188,13 @@ async def _cosine(ic: ItemContext, params: CosineParams) -> ComponentScore:
     accuracy = ic.done["accuracy"]
     # Math states correctness; for code, correct means every test passed.
     correct = accuracy.info.get("correct", None if accuracy.score is None else accuracy.score == 1.0)
-    return score_cosine(ic.item.response, params, correct=correct, num_tokens=ic.item.num_tokens)
+    result = score_cosine(ic.item.response, params, correct=correct, num_tokens=ic.item.num_tokens)
+    if result.score is None:
+        # Say why accuracy gave no verdict, so the cosine row alone explains itself.
+        return replace(
+            result, detail=f"{result.detail}: accuracy is {accuracy.status} ({accuracy.detail or 'no detail'})"
+        )
+    return result
 
 
 async def _repetition(ic: ItemContext, params: RepetitionParams) -> ComponentScore:
@@ -256,7 +262,9 @@ def available_presets() -> dict[str, dict[str, float]]:
 
 def _check_preset(name: str, loc: tuple[str | int, ...]) -> dict[str, float]:
     if name not in PRESETS:
-        raise ComponentSpecError(loc, f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
+        raise ComponentSpecError(
+            loc, f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))} (or null for none)"
+        )
     return PRESETS[name]
 
 
@@ -304,7 +312,8 @@ def resolve_components(
     """
     specs: dict[str, tuple[ComponentSpec, tuple[str | int, ...]]] = {}
     for preset, loc in ((request_preset, ("preset",)), (item_preset, (*item_loc, "preset"))):
-        if preset:
+        # "" is not "no preset": a blank config value would otherwise drop the preset's components silently.
+        if preset is not None:
             for name, weight in _check_preset(preset, loc).items():
                 specs[name] = (weight, loc)
     for comps, base in ((request_components, ()), (item_components, item_loc)):
@@ -392,6 +401,16 @@ def validate_batch(
     return out
 
 
+def _root_status(component: Component, result: ComponentScore, done: Mapping[str, ComponentScore]) -> str:
+    """The status that says why ``component`` could not be scored: that of a component it needs which could
+    not be scored either (cosine without an accuracy verdict is ``invalid_ground_truth`` or ``timeout``,
+    which a trainer acts on, even when accuracy's own weight is 0), else its own."""
+    for need in component.needs:
+        if done[need].score is None:
+            return done[need].status
+    return result.status
+
+
 async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: ScoringContext) -> RewardResult:
     """Run an item's components (independent ones concurrently) and combine them."""
     start = time.perf_counter()
@@ -421,7 +440,7 @@ async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: S
             continue
         if score is None:
             if reward is not None:
-                status = s.status
+                status = _root_status(r.component, s, done)
             reward = None
         elif reward is not None:
             reward += r.weight * score

@@ -6,7 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_END_OF_TURN_TOKENS", "FormatCheckRequest", "FormatCheckResult", "FormatParams"]
+__all__ = [
+    "DEFAULT_END_OF_TURN_TOKENS",
+    "DEFAULT_START_OF_TURN_TOKENS",
+    "FormatCheckRequest",
+    "FormatCheckResult",
+    "FormatParams",
+]
 
 # The end-of-turn / end-of-sequence tokens of the common chat templates (ChatML/Qwen, Llama 2 and 3,
 # DeepSeek-R1, Phi-3, Gemma). A completion decoded without skipping special tokens ends with one of these.
@@ -20,6 +26,27 @@ DEFAULT_END_OF_TURN_TOKENS: tuple[str, ...] = (
     "<|end|>",
     "<end_of_turn>",
     "<eos>",
+    # DeepSeek's end of sentence with ASCII bars (how some tokenizers and pipelines render it), and the
+    # padding tokens that follow it when a batch is decoded without skipping special tokens.
+    "<|end▁of▁sentence|>",
+    "<｜▁pad▁｜>",
+    "<|finetune_right_pad_id|>",
+    "<pad>",
+    "<|pad|>",
+    "[PAD]",
+)
+# The role headers and start-of-sequence tokens that a completion may begin with when it was decoded
+# with the generation prompt's header (ChatML/Qwen, DeepSeek-R1, Llama 3, Gemma, Phi-3, Llama 2/Mistral).
+DEFAULT_START_OF_TURN_TOKENS: tuple[str, ...] = (
+    "<|im_start|>assistant",
+    "<｜Assistant｜>",
+    "<｜begin▁of▁sentence｜>",
+    "<|start_header_id|>assistant<|end_header_id|>",
+    "<|begin_of_text|>",
+    "<start_of_turn>model",
+    "<|assistant|>",
+    "<bos>",
+    "<s>",
 )
 
 _TAG_NAME = r"^[A-Za-z][A-Za-z0-9_.:-]{0,31}$"
@@ -68,6 +95,14 @@ class FormatParams(BaseModel):
         DEFAULT_END_OF_TURN_TOKENS,
         max_length=64,
         description="Tokens allowed (any number of them, with blanks) after the answer at the very end.",
+    )
+    start_of_turn_tokens: tuple[str, ...] = Field(
+        DEFAULT_START_OF_TURN_TOKENS,
+        max_length=64,
+        description=(
+            "Role headers and start tokens allowed (any number of them, with blanks) before the opening think "
+            "tag, e.g. `<|im_start|>assistant` when the completion was decoded with its header."
+        ),
     )
 
     @model_validator(mode="after")

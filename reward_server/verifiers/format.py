@@ -89,10 +89,31 @@ def _end_of_turn_inside(text: str, start: int, end: int, tokens: tuple[str, ...]
     return any(not in_spans(m.start(), spans) for m in pattern.finditer(text, start, end))
 
 
+def _body_start(text: str, tokens: tuple[str, ...], think_tag: str) -> int:
+    """Where the text starts after a leading run of blanks and start-of-turn ``tokens`` (role headers)."""
+    # A token that is itself a think tag (think_tag "s" and "<s>") is the layout's, not a header.
+    tokens = tuple(t for t in tokens if t and not find_tags(t, think_tag, []))
+    start = 0
+    while True:
+        first = _NON_BLANK.search(text, start)
+        if first is None:
+            return len(text)
+        token = next((t for t in tokens if text.startswith(t, first.start())), None)
+        if token is None:
+            return first.start()
+        start = first.start() + len(token)
+
+
+def _single(tags: list[Tag], closing: bool) -> Tag | None:
+    """The tag of that kind if there is exactly one, canonical or not, else ``None``."""
+    found = [t for t in tags if t.closing == closing]
+    return found[0] if len(found) == 1 else None
+
+
 def _one(tags: list[Tag], closing: bool) -> Tag | None:
     """The tag of that kind if there is exactly one and it is canonical, else ``None``."""
-    found = [t for t in tags if t.closing == closing]
-    return found[0] if len(found) == 1 and found[0].canonical else None
+    tag = _single(tags, closing)
+    return tag if tag is not None and tag.canonical else None
 
 
 def _found(tags: list[Tag], closing: bool) -> str:
@@ -107,9 +128,10 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
 
     Every completion gets the same seven checks, in the bare layout as in the tagged one, so a soft score
     means the same in both (all must pass for the layout to hold):
-        ``think_open``: exactly one canonical ``<think>``, with nothing but blanks before it; with
-            ``think_prefilled``, no ``<think>`` at all.
-        ``think_close``: exactly one canonical ``</think>``, after the opening tag.
+        ``think_open``: exactly one canonical ``<think>``, with nothing but blanks and
+            ``start_of_turn_tokens`` (role headers) before it; with ``think_prefilled``, no ``<think>`` at all.
+        ``think_close``: exactly one canonical ``</think>``, after the opening tag. A single misspelled one
+            (``</THINK>``) fails this check but still ends the thinking for the checks below.
         ``think_nonempty``: at least ``min_think_chars`` non-blank characters of thinking.
         ``answer_open`` / ``answer_close``: exactly one canonical ``<answer>`` after ``</think>`` and one
             ``</answer>`` after it; or, in the bare layout (no answer tag anywhere, allowed unless
@@ -136,36 +158,41 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
     think_name, answer_name = f"<{params.think_tag}>", f"<{params.answer_tag}>"
     n_open = sum(not t.closing for t in think)
     opener = _one(think, closing=False)
-    closer = _one(think, closing=True)
     if params.think_prefilled:
         start = 0
         check("think_open", n_open == 0, f"{think_name} is pre-filled but the completion opens it again")
     else:
-        # Without a usable opening tag the thinking is read from the start, so a completion that only
-        # forgot ``<think>`` loses that one check, not the others too.
-        start = opener.end if opener else 0
+        # Without an opening tag the thinking is read from the start, and a single misspelled one
+        # (``<THINK>``) still ends the header, so a completion that only forgot or misspelled ``<think>`` loses
+        # that one check, not the others too. Role headers (``<|im_start|>assistant``) may come first.
+        any_opener = _single(think, closing=False)
+        start = any_opener.end if any_opener else 0
         check(
             "think_open",
-            opener is not None and _is_blank(response[: opener.start]),
+            opener is not None and opener.start == _body_start(response, params.start_of_turn_tokens, params.think_tag),
             f"expected one {think_name} at the start, "
             + ("found it after other text" if opener is not None else _found(think, closing=False)),
         )
-    if closer is not None and closer.start < start:
-        closer = None
+    # The closing tag bounds the thinking even when misspelled (``</THINK>``, ``</think >``): that costs the
+    # ``think_close`` check alone, so a soft score still tells the rest of the layout apart.
+    bound = _single(think, closing=True)
+    if bound is not None and bound.start < start:
+        bound = None
+    closer = bound if bound is not None and bound.canonical else None
     check("think_close", closer is not None, f"expected one </{params.think_tag}> after it, {_found(think, True)}")
     # Without one closing tag in place, where the thinking ends and the answer starts is unknown, so the
     # checks that need that boundary fail, all for that one reason (not "the thinking is empty" or "found no
     # answer tag" when there is thinking and an answer tag).
     unbounded = f"without one </{params.think_tag}> the thinking and the answer cannot be told apart"
-    thinking = response[start : closer.start] if closer is not None else ""
+    thinking = response[start : bound.start] if bound is not None else ""
     check(
         "think_nonempty",
         sum(1 for _ in islice(_NON_BLANK.finditer(thinking), params.min_think_chars)) >= params.min_think_chars,
-        f"the thinking is empty (fewer than {params.min_think_chars} non-blank characters)" if closer else unbounded,
+        f"the thinking is empty (fewer than {params.min_think_chars} non-blank characters)" if bound else unbounded,
     )
 
     answer: str | None = None
-    after = closer.end if closer is not None else body_end
+    after = bound.end if bound is not None else body_end
     past_turn = _end_of_turn_inside(response, after, body_end, params.end_of_turn_tokens, spans)
     if answer_tags or params.require_answer_tag:
         a_open = _one(answer_tags, closing=False)
@@ -175,13 +202,13 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
         check(
             "answer_open",
             a_open is not None,
-            f"expected one {answer_name} after the thinking, {_found(answer_tags, False)}" if closer else unbounded,
+            f"expected one {answer_name} after the thinking, {_found(answer_tags, False)}" if bound else unbounded,
         )
         check(
             "answer_close",
             a_close is not None,
             f"expected one </{params.answer_tag}> after one {answer_name}, {_found(answer_tags, True)}"
-            if closer
+            if bound
             else unbounded,
         )
         if a_open is not None and a_close is not None:
@@ -192,7 +219,7 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
         check(
             "answer_nonempty",
             bool(answer),
-            "the answer is empty" if a_open and a_close else "no answer tags in place" if closer else unbounded,
+            "the answer is empty" if a_open and a_close else "no answer tags in place" if bound else unbounded,
         )
         stray_blank = _is_blank(stray)
         check(
@@ -202,10 +229,10 @@ def check_format(response: str, params: FormatParams) -> FormatReport:
         )
     else:
         # The bare layout: the answer is all that follows </think>, so the tag checks ask only for that.
-        check("answer_open", closer is not None, unbounded)
-        check("answer_close", closer is not None, unbounded)
-        answer = _strip_blank(response[after:body_end]) if closer is not None else None
-        check("answer_nonempty", bool(answer), "no answer after the thinking" if closer else unbounded)
+        check("answer_open", bound is not None, unbounded)
+        check("answer_close", bound is not None, unbounded)
+        answer = _strip_blank(response[after:body_end]) if bound is not None else None
+        check("answer_nonempty", bool(answer), "no answer after the thinking" if bound else unbounded)
         check("nothing_else", not past_turn, "text after an end-of-turn token")
 
     ok = all(checks.values())

@@ -63,6 +63,7 @@ import bisect
 import math
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -224,6 +225,13 @@ _BRACE = re.compile(r"\\.|[{}]", re.DOTALL)
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}ー"
 _CJK_CHAR = regex.compile(f"[{_CJK}]")
 _NOT_CJK_OR_NEWLINE = regex.compile(f"[^\\n{_CJK}]+")
+# Inside math, letters of the scripts that mathematics does not write with are words: Han, kana and
+# Hangul, and runs of Cyrillic, Arabic, Hebrew, Devanagari or Thai ("$давайте посчитаем$",
+# "$S_{осн}$"). Latin and Greek are the alphabets of math notation (``$abc$``, ``$\\alpha\\beta$``), so
+# they stay masked.
+_NOT_PROSE_SCRIPT_OR_NEWLINE = regex.compile(
+    f"[^\\n{_CJK}\\p{{Hangul}}\\p{{Cyrillic}}\\p{{Arabic}}\\p{{Hebrew}}\\p{{Devanagari}}\\p{{Thai}}]+"
+)
 _BLANK = regex.compile(r"\s")
 _LAST_BLANK = regex.compile(r"(?r)\s")  # searched backwards
 # Bounded parts (a scheme is at most 32 characters, an e-mail's local part 64 as RFC 5321 allows), so a
@@ -305,9 +313,10 @@ def _code_line_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _blank(text: str, spans: list[tuple[int, int]], *, keep_cjk: bool = False) -> str:
-    """``text`` with ``spans`` (sorted, disjoint) turned into spaces; newlines stay, and Han and kana too
-    when ``keep_cjk``. Same length, so offsets and lines survive."""
+def _blank(text: str, spans: list[tuple[int, int]], *, keep: regex.Pattern[str] | None = None) -> str:
+    """``text`` with ``spans`` (sorted, disjoint) turned into spaces; newlines stay, and so does what the
+    pattern ``keep`` (of what to blank) leaves, e.g. Han and kana with ``_NOT_CJK_OR_NEWLINE``. Same length,
+    so offsets and lines survive."""
     if not spans:
         return text
     parts = []
@@ -315,8 +324,8 @@ def _blank(text: str, spans: list[tuple[int, int]], *, keep_cjk: bool = False) -
     for start, end in spans:
         parts.append(text[last:start])
         piece = text[start:end]
-        if keep_cjk:
-            parts.append(_NOT_CJK_OR_NEWLINE.sub(lambda m: " " * len(m.group(0)), piece))
+        if keep is not None:
+            parts.append(keep.sub(lambda m: " " * len(m.group(0)), piece))
         else:
             parts.append("\n".join(" " * len(line) for line in piece.split("\n")))
         last = end
@@ -396,14 +405,44 @@ def _outside_text_arguments(text: str, spans: list[tuple[int, int]]) -> list[tup
     return [(a, b) for a, b in parts if a < b]
 
 
+# Inline code that holds a sentence: no mark of code in it, and at least this many words (each Han or kana
+# character a word). "`Die Lösung ist einfach, weil die Summe neunzig ist.`" is prose in backticks, and
+# counting it for no language would let a chain of thought hide a foreign sentence there.
+_PROSE_WORDS_INLINE = 5
+_INLINE_CODE_MARK = re.compile(r"[=(){}\[\];<>\\$#@|&*^%~+/_]|\w\.\w")
+
+
+def _inline_prose(body: str) -> bool:
+    """Whether the inside of an inline code span reads as a sentence rather than code."""
+    if _INLINE_CODE_MARK.search(body) is not None:
+        return False
+    return _prose_words(body) + len(_CJK_CHAR.findall(body)) >= _PROSE_WORDS_INLINE
+
+
+def _code_to_blank(text: str) -> list[tuple[int, int]]:
+    """The code spans the language check blanks: fenced and inline code, except inline prose (only its
+    backticks are blanked then)."""
+    spans = []
+    for start, end in code_spans(text, prose_fences=True):
+        piece = text[start:end]
+        if piece.startswith("`") and "\n" not in piece and "\r" not in piece:
+            inner = piece.strip("`")
+            if inner and _inline_prose(inner):
+                ticks = (len(piece) - len(inner)) // 2
+                spans += [(start, start + ticks), (end - ticks, end)]
+                continue
+        spans.append((start, end))
+    return spans
+
+
 def _mask(text: str) -> str:
-    text = _blank(text, code_spans(text, prose_fences=True))
+    text = _blank(text, _code_to_blank(text))
     for find in _MATH_FINDERS:
-        text = _blank(text, _outside_text_arguments(text, find(text)))
+        text = _blank(text, _outside_text_arguments(text, find(text)), keep=_NOT_PROSE_SCRIPT_OR_NEWLINE)
     # URLs, markup tags and code written without fences are guesses about Latin-script tokens; a Han or
     # kana character in one is still a word (no glue makes ideographs an identifier), so those are kept.
     spans = sorted(m.span() for pattern in (_URLS, _MARKUP_TAG) for m in pattern.finditer(text))
-    return _blank(text, _merged(spans), keep_cjk=True)
+    return _blank(text, _merged(spans), keep=_NOT_CJK_OR_NEWLINE)
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -517,11 +556,13 @@ def _piece_words(core: str, sentence: int, words: list[_Word], shouted: bool = F
         # do: "我_们_的" or "答1案" is Chinese written with glue, not an identifier.
         if has_cjk:
             words.extend(
-                _Word(run.group(0), "ja" if run.lastgroup == "kana" else "han", sentence)
+                _Word(run.group(0), _cjk_kind(run.lastgroup, core), sentence)
                 for run in _RUNS.finditer(core)
                 if run.lastgroup in ("han", "kana")
             )
         return 1 if not has_cjk or _NON_CJK_ALNUM.search(core) else 0
+    if not core.isascii() and _MIXED_SCRIPT.search(core) is not None:
+        return _mixed_script_words(core, sentence, words)
     ignored = 0
     for run in _RUNS.finditer(core):
         kind = run.lastgroup or "other"
@@ -532,8 +573,52 @@ def _piece_words(core: str, sentence: int, words: list[_Word], shouted: bool = F
         if kind == "detect" and len(text) > _MAX_DETECTED_WORD_CHARS:
             ignored += 1
             continue
-        words.append(_Word(text, "ja" if kind == "kana" else kind, sentence))
+        words.append(_Word(text, _cjk_kind(kind, core) if kind in ("han", "kana") else kind, sentence))
     return ignored
+
+
+_HANGUL = regex.compile(r"\p{Hangul}")
+
+
+def _cjk_kind(kind: str | None, core: str) -> str:
+    """The kind of a Han or kana character of the token ``core``: kana is Japanese; Han in a token with
+    Hangul is Korean Hanja ("三角形의", "삼각형(三角形)"); other Han is decided by its sentence (``han``)."""
+    if kind == "kana":
+        return "ja"
+    return "ko" if _HANGUL.search(core) is not None else "han"
+
+
+# Scripts written with spaces whose letters never join another script's inside a word. A word that does
+# ("Lеt" with a Cyrillic "е", "Wιr" with a Greek iota) is made of homoglyphs: read as Latin it would be
+# English to the detector, read by script it would fall apart into one-letter pieces that carry no language.
+# Hangul is left out: Korean attaches particles to Latin loanwords ("API를", "Python을").
+_SPACED_SCRIPTS = ("Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Devanagari", "Thai", "Armenian", "Georgian")
+_MIXED_SCRIPT = regex.compile(
+    "(?V1)"
+    + "|".join(
+        f"\\p{{{script}}}\\p{{M}}*[\\p{{L}}--\\p{{{script}}}--[{_CJK}\\p{{Hangul}}]]" for script in _SPACED_SCRIPTS
+    )
+)
+# A homoglyph word of fewer letters is as likely a unit ("μm", "kΩ"), and counts for no language.
+_MIXED_SCRIPT_MIN_LETTERS = 3
+
+
+def _mixed_script_words(core: str, sentence: int, words: list[_Word]) -> int:
+    """Append the words of a token whose letters mix scripts: its Han, kana and Hangul as usual, and the
+    rest as one word of no supported language (``other``), so homoglyphs count against every target."""
+    letters = 0
+    for run in _RUNS.finditer(core):
+        kind = run.lastgroup or "other"
+        if kind in ("han", "kana"):
+            words.append(_Word(run.group(0), _cjk_kind(kind, core), sentence))
+        elif kind == "ko" and len(run.group(0)) >= 2:
+            words.append(_Word(run.group(0), "ko", sentence))
+        elif kind != "ko":
+            letters += len(run.group(0))
+    if letters >= _MIXED_SCRIPT_MIN_LETTERS:
+        words.append(_Word(core, "other", sentence))
+        return 0
+    return 1
 
 
 def _viterbi(log_probs: list[list[float]], penalty: float) -> list[int]:
@@ -588,6 +673,18 @@ class LanguageBreakdown:
         return min(self.counts, key=lambda lang: (-self.counts[lang], lang)) if self.counts else None
 
 
+# Characters that render as nothing (zero-width space and joiners, word joiner, soft hyphen, BOM, variation
+# selectors ...): inserted between letters they would split a word into one-letter pieces that carry no
+# language, or make it unknown to the detector, so a foreign chain of thought could vanish from the count.
+_INVISIBLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+
+
+def _normalised(text: str) -> str:
+    """``text`` without invisible characters, in NFKC: composed accents, and full-width or mathematical
+    letters (``ｈｅｌｌｏ``, ``𝐡𝐞𝐥𝐥𝐨``) as the plain letters they stand for."""
+    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+
+
 def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DEFAULT_MAX_CHARS) -> LanguageBreakdown:
     """Label every word of ``text`` that carries a language (see the module docstring for the rules).
 
@@ -597,6 +694,7 @@ def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DE
         max_chars: most characters whose words are read; a longer text is read in :data:`SAMPLE_WINDOWS`
             evenly spaced windows that add up to this many (code and math are still found in all of it).
     """
+    text = _normalised(text)
     masked = _mask(text)
     windows = _windows(masked, max_chars)
     words: list[_Word] = []
@@ -606,7 +704,7 @@ def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DE
         window = masked[start:end]
         # Code lines are found per window: the rule looks at one line and the line above it.
         window_words, window_ignored, sentence = _words(
-            _blank(window, _code_line_spans(window), keep_cjk=True), sentence
+            _blank(window, _code_line_spans(window), keep=_NOT_CJK_OR_NEWLINE), sentence
         )
         words.extend(window_words)
         ignored += window_ignored

@@ -96,11 +96,12 @@ def score_cosine(
     return ComponentScore(score, "ok", None, {**info, "correct": correct})
 
 
-# A word: a run of letters, digits, marks, "_" or "'"; each Han or kana character is a word on its own
-# (Chinese and Japanese have no spaces), as in the language component.
-_TOKENS = regex.compile(
-    r"[\p{Han}\p{Hiragana}\p{Katakana}]|(?:(?![\p{Han}\p{Hiragana}\p{Katakana}])[\p{L}\p{M}\p{N}_'])+"
-)
+# A word: a run of letters, digits, marks, "_" or "'". In the scripts written without spaces (Chinese,
+# Japanese, Thai, Lao, Khmer, Burmese) each character is a word on its own, as in the language component:
+# as runs, a Thai loop of one phrase was one long "word" and never repeated. An emoji is a word too, so a
+# loop of emoji is a loop. Punctuation is not ("The cat sat. the cat sat" repeats "the cat sat").
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+_TOKENS = regex.compile(rf"[{_UNSPACED}]|\p{{Extended_Pictographic}}|(?:(?![{_UNSPACED}])[\p{{L}}\p{{M}}\p{{N}}_'])+")
 
 
 def ngram_repetition(text: str, n: int) -> float:

@@ -216,3 +216,64 @@ def test_cosine_reads_code_accuracy(client: TestClient) -> None:
     # All tests passed counts as correct: the correct curve at length 0 gives correct_at_zero = 1.0.
     assert r["components"]["cosine"]["score"] == pytest.approx(1.0)
     assert r["reward"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("where", ["request", "item"])
+def test_empty_preset_is_422(client: TestClient, where: str) -> None:
+    """``"preset": ""`` used to mean no preset: a blank config value silently dropped format and language."""
+    item = {"id": "a", "response": GOOD, "ground_truth": "12"}
+    body = {"items": [{**item, "preset": ""}]} if where == "item" else {"items": [item], "preset": ""}
+    r = client.post("/v1/rewards", json=body)
+    assert r.status_code == 422, r.text
+    err = r.json()["detail"][0]
+    assert err["loc"] == (["body", "items", 0, "preset"] if where == "item" else ["body", "preset"])
+    assert "r1_zero" in err["msg"] and "null" in err["msg"]
+
+
+def test_cosine_without_accuracy_verdict_reports_the_cause(client: TestClient) -> None:
+    """Accuracy abstains (an unreadable reference): cosine is null too, and the item's status is accuracy's,
+    whatever the order or the weight of accuracy, so a trainer can tell bad data from a timeout."""
+    item = {"id": "a", "response": GOOD, "ground_truth": "\\frac{1}{"}
+    for comps in (
+        {"cosine": 1.0, "accuracy": 1.0},
+        {"cosine": 1.0, "accuracy": 0.0},
+        {"accuracy": 1.0, "cosine": 1.0},
+    ):
+        [r] = score(client, [item], components=comps)
+        assert r["reward"] is None and r["status"] == "invalid_ground_truth", (comps, r)
+        cosine = r["components"]["cosine"]
+        assert cosine["score"] is None and cosine["status"] == "no_accuracy"
+        assert "accuracy is invalid_ground_truth" in cosine["detail"]
+
+
+def test_cosine_follows_the_accuracy_verdict(client: TestClient) -> None:
+    """Right, wrong and no answer at the same length: the correct curve, the wrong curve (a missing answer
+    is wrong, not an abstention)."""
+    comps = {"accuracy": 0.0, "cosine": {"weight": 1.0, "max_completion_length": 100}}
+    items = [
+        {"id": "right", "response": GOOD, "ground_truth": "12", "num_tokens": 50},
+        {"id": "wrong", "response": GOOD, "ground_truth": "13", "num_tokens": 50},
+        {"id": "none", "response": "<think>no idea</think> I give up.", "ground_truth": "12", "num_tokens": 50},
+    ]
+    right, wrong, none = score(client, items, components=comps)
+    # t = T/2: at_max + (at_zero - at_max) * (1 + cos(pi/2)) / 2 = the midpoint.
+    assert right["reward"] == pytest.approx(0.75) and wrong["reward"] == pytest.approx(-0.75)
+    assert none["components"]["accuracy"]["status"] == "no_answer" and none["reward"] == pytest.approx(-0.75)
+
+
+def test_r1_preset_on_a_code_item_with_language_override(client: TestClient) -> None:
+    """r1 on a code item: accuracy runs the tests, format accepts the fenced program as the answer, and the
+    item's own language target decides the language score (the English thinking is 0 for a zh target)."""
+    code = (
+        "<think>\nI will read the number and print its square, which is the number times itself.\n</think>\n"
+        "```python\nprint(int(input()) ** 2)\n```"
+    )
+    tests = {"type": "stdio", "cases": [{"input": "3", "output": "9"}]}
+    base = {"task": "code", "response": code, "tests": tests}
+    en, zh = score(client, [{"id": "en", **base}, {"id": "zh", **base, "language": "zh"}], preset="r1")
+    assert en["components"]["format"]["score"] == 1.0 and en["components"]["language"]["score"] == 1.0
+    assert zh["components"]["language"]["score"] == 0.0
+    if en["components"]["accuracy"]["status"] == "ok":  # where a sandbox runs code
+        assert en["reward"] == 3.0 and zh["reward"] == 2.0
+    else:
+        assert en["reward"] is None and en["status"] == en["components"]["accuracy"]["status"]

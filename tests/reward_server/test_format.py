@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from reward_server.schemas.format import DEFAULT_END_OF_TURN_TOKENS, FormatParams
+from reward_server.schemas.format import DEFAULT_END_OF_TURN_TOKENS, DEFAULT_START_OF_TURN_TOKENS, FormatParams
 from reward_server.verifiers.format import check_format, score_format
 from reward_server.verifiers.markup import chain_of_thought, code_spans
 from tests.conftest import cases_dir, require_file
@@ -356,3 +356,69 @@ def test_chain_of_thought() -> None:
     assert chain_of_thought("<think>open to the end") == "open to the end"
     assert chain_of_thought("<think>a</think>x<think>b</think>") == "a\nb"
     assert chain_of_thought("<think>`</think>` a</think> b") == "`</think>` a"
+
+
+# --- Real model-output layouts and chat-template artefacts (held-out probes) -------------------------------
+
+R1_THINKING = "<think>\nOkay, so 2 + 2. Wait, is it 4? Hmm, let me check: 2 + 2 = 4. Yes.\n</think>\n\n"
+
+
+@pytest.mark.parametrize(
+    ("completion", "answer"),
+    [
+        # DeepSeek-R1's own layout: a bold header and a box after the thinking.
+        (R1_THINKING + "**Final Answer**\n\\boxed{4}", "**Final Answer**\n\\boxed{4}"),
+        (R1_THINKING + "## Answer\n| x | y |\n|---|---|\n| 4 | 🎉 |", "## Answer\n| x | y |\n|---|---|\n| 4 | 🎉 |"),
+        # End of turn, then the padding of a batch decoded without skipping special tokens.
+        (R1_THINKING + "\\boxed{4}<|im_end|>" + "<|endoftext|>" * 5, "\\boxed{4}"),
+        (R1_THINKING + "\\boxed{4}<｜end▁of▁sentence｜>" + "<｜▁pad▁｜>" * 5, "\\boxed{4}"),
+        (R1_THINKING + "\\boxed{4}<|end▁of▁sentence|>", "\\boxed{4}"),  # ASCII bars, U+2581 between words
+        (R1_THINKING + "\\boxed{4}<|eot_id|><|finetune_right_pad_id|><|finetune_right_pad_id|>", "\\boxed{4}"),
+        (R1_THINKING + "\\boxed{4}</s></s><pad><pad>", "\\boxed{4}"),
+        # A completion decoded with its role header.
+        ("<|im_start|>assistant\n" + R1_THINKING + "4<|im_end|>", "4"),
+        ("<｜begin▁of▁sentence｜><｜Assistant｜>" + R1_THINKING + "4<｜end▁of▁sentence｜>", "4"),
+        ("<|start_header_id|>assistant<|end_header_id|>\n\n" + R1_THINKING + "4<|eot_id|>", "4"),
+    ],
+)
+def test_real_model_layouts(completion: str, answer: str) -> None:
+    for params in (STRICT, SOFT):
+        result = score_format(completion, params)
+        assert (result.score, result.info["answer"]) == (1.0, answer), result.detail
+
+
+@pytest.mark.parametrize("token", DEFAULT_START_OF_TURN_TOKENS)
+def test_every_default_start_of_turn_token_may_lead(token: str) -> None:
+    assert score_format(f"{token}\n<think>t</think><answer>1</answer>", STRICT).score == 1.0
+    # Text before the header, or between it and <think>, is still text before the thinking.
+    for completion in (f"hi {token}<think>t</think>1", f"{token}\nhi<think>t</think>1"):
+        result = score_format(completion, SOFT)
+        assert result.info["checks"]["think_open"] is False and result.score == pytest.approx(6 / 7)
+
+
+def test_start_of_turn_tokens_are_a_parameter() -> None:
+    params = FormatParams(start_of_turn_tokens=())
+    assert score_format("<|im_start|>assistant\n<think>t</think>1", params).score == 0.0
+    # A token that is the think tag itself (think_tag "s" and "<s>") stays the layout's tag.
+    assert score_format("<s>x</s><a>4</a>", FormatParams(think_tag="s", answer_tag="a")).score == 1.0
+
+
+@pytest.mark.parametrize("closer", ["</THINK>", "</think >", "< /think>", '</think id="1">'])
+def test_misspelled_closing_tag_costs_one_check(closer: str) -> None:
+    """A single misspelled ``</think>`` still ends the thinking, so soft mode loses only ``think_close``."""
+    for completion in (f"<think>x{closer}<answer>4</answer>", f"<think>x{closer}4"):
+        soft = score_format(completion, SOFT)
+        assert soft.score == pytest.approx(6 / 7), soft.detail
+        assert [k for k, v in soft.info["checks"].items() if not v] == ["think_close"]
+        assert score_format(completion, STRICT).score == 0.0
+    # Still nothing gained by a misspelled tag: an empty thinking or answer fails as it would otherwise.
+    assert score_format(f"<think>{closer}4", SOFT).score == pytest.approx(5 / 7)
+    assert score_format(f"<think>x{closer}", SOFT).score == pytest.approx(5 / 7)
+    # Two closing tags, one misspelled, leave the boundary unknown.
+    assert score_format(f"<think>x</think>{closer}4", SOFT).score == pytest.approx(2 / 7)
+
+
+def test_misspelled_opening_tag_ends_the_header() -> None:
+    # The thinking starts after "<THINK>", so the tag's own text is not thinking.
+    assert score_format("<THINK></think>4", SOFT).score == pytest.approx(5 / 7)
+    assert score_format("<THINK>x</think>4", SOFT).score == pytest.approx(6 / 7)

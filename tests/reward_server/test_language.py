@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -311,6 +312,8 @@ def test_deterministic_across_fresh_processes() -> None:
 
 ENGLISH = "So the answer is five apples here. "  # 7 English words
 ZH = "我们把数字加起来"  # 8 Han characters, 8 words
+DE = "Wir rechnen nun die Summe aus"  # Latin letters: inside math, they count for nothing
+JA = "すべての数を足す"  # 6 kana and 2 Han in a sentence with kana: 8 Japanese words
 
 # Each row: chain of thought, expected word counts, reason.
 TEXT_IN_MATH = [
@@ -321,10 +324,21 @@ TEXT_IN_MATH = [
     ("$\\text{we {really} do} + \\frac{a}{b}$ see it here now.", {"en": 7}, "nested braces; math around stays masked"),
     ("$\\text{area} = \\pi r^2$ is what we know about circles.", {"en": 7}, "the math part is still masked"),
     (f"\\begin{{align}} x &= 1 \\text{{ since {ZH}}} \\end{{align}} {ENGLISH}", {"en": 8, "zh": 8}, "in align"),
-    (f"\\begin{{pmatrix}} {ZH} & {ZH} \\end{{pmatrix}} {ENGLISH}", {"en": 7}, "a matrix is math"),
-    (f"\\begin{{align*}} {ZH} \\end{{align*}} {ENGLISH}", {"en": 7}, "starred environments are math"),
+    (f"\\begin{{pmatrix}} {DE} & {DE} \\end{{pmatrix}} {ENGLISH}", {"en": 7}, "a matrix is math"),
+    (f"\\begin{{align*}} {DE} \\end{{align*}} {ENGLISH}", {"en": 7}, "starred environments are math"),
     (f"\\begin{{note}}{ZH}\\end{{note}} {ENGLISH}", {"en": 7, "zh": 8}, "a non-math environment holds prose"),
-    (f"$\\operatorname{{{ZH}}}$ {ENGLISH}", {"en": 7}, "other commands stay math"),
+    (f"$\\operatorname{{{DE}}}$ {ENGLISH}", {"en": 7}, "other commands stay math"),
+    # Math is written in Latin and Greek letters; Han, kana, Hangul and runs of Cyrillic or Arabic in it are
+    # prose (a chain of thought hidden in "$...$" would otherwise count for nothing).
+    (f"${ZH}$ {ENGLISH}", {"en": 7, "zh": 8}, "Han in inline math"),
+    (f"\\begin{{pmatrix}} {ZH} & {ZH} \\end{{pmatrix}} {ENGLISH}", {"en": 7, "zh": 16}, "Han in a matrix"),
+    (f"$\\operatorname{{{ZH}}}$ {ENGLISH}", {"en": 7, "zh": 8}, "Han in a command's argument"),
+    (f"\\[{JA}\\] {ENGLISH}", {"en": 7, "ja": 8}, "kana in display math"),
+    (f"$$ 각도는 구십 도입니다 $$ {ENGLISH}", {"en": 7, "ko": 3}, "Hangul in display math"),
+    (f"$давайте посчитаем сумму углов$ {ENGLISH}", {"en": 7, "ru": 4}, "Cyrillic words in inline math"),
+    (f"$S_{{осн}} \\cdot h$ {ENGLISH}", {"en": 7, "ru": 1}, "a Cyrillic subscript"),
+    (f"$x \\cdot к$ {ENGLISH}", {"en": 7}, "a one-letter Cyrillic variable is a variable"),
+    (f"$\\alpha\\beta + αβγ + abc$ {ENGLISH}", {"en": 7}, "Latin and Greek letters are math"),
 ]
 
 
@@ -338,8 +352,6 @@ def test_prose_environment_in_another_language_lowers_the_score() -> None:
     result = score_language(f"<think>{cot}</think>", PARAMS, target="en")
     assert result.score is not None and result.score < 0.6 and result.info["word_counts"]["fr"] >= 5
 
-
-JA = "すべての数を足す"  # 6 kana and 2 Han in a sentence with kana: 8 Japanese words
 
 # Each row: chain of thought, expected word counts, reason.
 GLUED_CJK = [
@@ -355,7 +367,7 @@ GLUED_CJK = [
     (f"def f():\n    {ZH}\n{ENGLISH}", {"en": 7, "zh": 8}, "the body of an unfenced def"),
     # The definition's own exclusions stay: code in fences or backticks counts for no language.
     (f"```\n{ZH}\n```\n{ENGLISH}", {"en": 7}, "fenced code"),
-    (f"`{ZH}` {ENGLISH}", {"en": 7}, "inline code"),
+    (f"`x_{ZH}()` {ENGLISH}", {"en": 7}, "inline code"),
     # Hangul is written with spaces, so glued Hangul is an identifier, as glued Latin is.
     (ENGLISH + "각도_는_구십", {"en": 7}, "glued Hangul"),
     (ENGLISH + "the_answer_is", {"en": 7}, "glued Latin"),
@@ -396,6 +408,15 @@ PROSE_NOT_CODE = [
     (f"{ENGLISH}We use the GCD and LCM of both numbers.", {"en": 14}, "acronyms in a sentence"),
     # Markup tags are layout (a completion without think tags is read whole).
     (f"<answer> {ENGLISH} </answer> <br/>", {"en": 7}, "markup tags"),
+    # A sentence in backticks is prose (five or more words, each Han or kana a word, and no mark of code);
+    # code in backticks still counts for nothing.
+    (f"{ENGLISH}`Donc la réponse est trois, comme prévu.`", {"en": 7, "fr": 7}, "a French sentence in backticks"),
+    (f"`{ZH}` {ENGLISH}", {"en": 7, "zh": 8}, "a Chinese sentence in backticks"),
+    (f"``{ZH}`` {ENGLISH}", {"en": 7, "zh": 8}, "in double backticks"),
+    (f"`git commit --amend` {ENGLISH}", {"en": 7}, "a command in backticks"),
+    (f"`reponse = trois + deux` {ENGLISH}", {"en": 7}, "an assignment in backticks"),
+    (f"`sorted(les nombres premiers ici)` {ENGLISH}", {"en": 7}, "a call in backticks"),
+    (f"`os.path.join les nombres premiers ici` {ENGLISH}", {"en": 7}, "a dotted name in backticks"),
 ]
 
 
@@ -410,6 +431,78 @@ def test_foreign_chain_of_thought_cannot_hide_in_math_lines_or_capitals() -> Non
         "Если x = 2, то f(x) = 4 + 2 = 6.\nТогда g(x) = f(x)^2 = 36, значит h(3) = 9.\nИтак S = a + b = 7, ответ семь.",
         "СНАЧАЛА НАЙДЁМ СУММУ ДВУХ УГЛОВ, ОНА РАВНА ДЕВЯНОСТА ГРАДУСАМ.",
         "```\nСначала найдём сумму двух углов, она равна девяноста градусам.",
+    ):
+        result = score_language(f"<think>{cot}</think> 90", PARAMS, target="en")
+        assert (result.status, result.score) == ("ok", 0.0), (cot, result)
+
+
+# --- Invisible characters, compatibility forms and homoglyphs (held-out probes) ----------------------------
+
+_DE_WORDS = ("Wir", "berechnen", "jetzt", "die", "Summe", "der", "beiden", "Winkel", "und", "prüfen", "das", "Ergebnis")
+
+
+@pytest.mark.parametrize(
+    ("cot", "counts"),
+    [
+        # Zero-width characters between letters split a word into one-letter pieces that carry no language:
+        # the German chain of thought vanished (too_short, counted as consistent by the composer).
+        (" ".join("\u200b".join(w) for w in _DE_WORDS), {"de": 12}),
+        (" ".join("\u200d".join(w) for w in _DE_WORDS), {"de": 12}),
+        (" ".join("\u00ad".join(w) for w in _DE_WORDS), {"de": 12}),  # soft hyphens
+        (" ".join("\u2060".join(w) for w in _DE_WORDS), {"de": 12}),  # word joiners
+        (" ".join("\ufeff".join(w) for w in _DE_WORDS), {"de": 12}),  # BOMs
+        # Full-width and mathematical letters are the letters they stand for (NFKC).
+        ("ｌｅｔ ｍｅ ｃｏｍｐｕｔｅ ｔｈｅ ｓｕｍ ｏｆ ｔｈｅ ｔｗｏ ａｎｇｌｅｓ ｃａｒｅｆｕｌｌｙ", {"en": 10}),
+        ("𝐖𝐢𝐫 𝐛𝐞𝐫𝐞𝐜𝐡𝐧𝐞𝐧 𝐣𝐞𝐭𝐳𝐭 𝐝𝐢𝐞 𝐒𝐮𝐦𝐦𝐞 𝐝𝐞𝐫 𝐛𝐞𝐢𝐝𝐞𝐧 𝐖𝐢𝐧𝐤𝐞𝐥", {"de": 8}),
+    ],
+)
+def test_invisible_characters_and_compatibility_forms_hide_nothing(cot: str, counts: dict[str, int]) -> None:
+    result = score_language(f"<think>{cot}</think>", PARAMS, target="en")
+    assert result.info["word_counts"] == counts
+
+
+def test_nfd_accents_read_as_nfc() -> None:
+    nfc = "Nous calculons d'abord la somme des deux angles, puis nous vérifions le résultat très soigneusement."
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfd != nfc
+    a, b = (score_language(f"<think>{t}</think>", PARAMS, target="fr") for t in (nfc, nfd))
+    assert a.info["word_counts"] == b.info["word_counts"] == {"fr": 15} and a.score == b.score == 1.0
+
+
+def test_homoglyph_words_count_against_every_target() -> None:
+    """English words with Cyrillic "е"/"о" in them are neither English nor Russian: ``other``."""
+    # 15 words; 9 of them hold a Cyrillic letter ("Lеt", "mе", "cоmputе", "thе" x2, "оf", "twо", "anglеs",
+    # "carеfully"); "mе" and "оf" have under 3 letters and count for nothing.
+    homoglyphs = "Lеt mе cоmputе thе sum оf thе twо anglеs carеfully and check the result again"
+    for target in ("en", "ru"):
+        result = score_language(f"<think>{homoglyphs}</think>", PARAMS, target=target)
+        assert result.info["word_counts"] == {"other": 7, "en": 6}, result.info
+    assert score_language(f"<think>{homoglyphs}</think>", PARAMS, target="ru").score == 0.0
+    # A Greek letter inside a German word used to split it into one-letter pieces that carry no language.
+    greek = " ".join(w[0] + "ι" + w[1:] for w in _DE_WORDS)
+    assert score_language(f"<think>{greek}</think>", PARAMS, target="en").info["word_counts"] == {"other": 12}
+    # Not homoglyphs: a hyphen between scripts, a Greek-letter unit, Korean particles on Latin words.
+    legit = "The α-particle moved 5 μm, so the β-decay is slow here. API를 호출합니다 Python을 씁니다"
+    counts = score_language(f"<think>{legit}</think>", PARAMS, target="en").info["word_counts"]
+    assert "other" not in counts, counts
+
+
+def test_korean_hanja_is_korean() -> None:
+    """Han in a token with Hangul is Hanja ("三角形의"), not Chinese; a Chinese sentence is still Chinese."""
+    text = "먼저 三角形의 內角의 합은 180도이므로 나머지 각을 계산합니다."
+    result = score_language(f"<think>{text}</think>", PARAMS, target="ko")
+    assert result.info["word_counts"] == {"ko": 10} and result.score == 1.0
+    mixed = "먼저 각을 계산합니다. 我们把数字加起来。 나머지 각을 계산합니다."
+    assert score_language(f"<think>{mixed}</think>", PARAMS, target="ko").info["word_counts"] == {"ko": 6, "zh": 8}
+
+
+def test_foreign_chain_of_thought_cannot_hide_in_math_or_backticks() -> None:
+    """The whole kind: the wrong language in math or backticks scores 0, never abstains (counted as 1.0)."""
+    for cot in (
+        "$我们先计算两个角的和，然后检查结果。$",
+        "\\[давайте посчитаем сумму двух углов и проверим результат\\]",
+        "`Wir berechnen jetzt die Summe der beiden Winkel und prüfen das Ergebnis.`",
+        "\u200b".join("Wir berechnen jetzt die Summe der beiden Winkel"),
     ):
         result = score_language(f"<think>{cot}</think> 90", PARAMS, target="en")
         assert (result.status, result.score) == ("ok", 0.0), (cot, result)

@@ -89,6 +89,13 @@ def test_cosine_on_characters_and_paper_values() -> None:
         ("one two three four", 2, 0.0),
         ("too short", 3, 0.0),
         ("好好好好", 2, 2 / 3),  # each Han character is a word: 3 bigrams, 1 unique
+        # Thai has no spaces either: each character is a word. "สวัสดี" x 3 is 18 characters (the vowel
+        # signs and tone marks too), 16 trigrams, of which the first 6 are unique: 1 - 6/16.
+        ("สวัสดี" * 3, 3, 1 - 6 / 16),
+        ("ສະບາຍດີ" * 2, 2, 1 - 7 / 13),  # Lao: 14 characters, 13 bigrams, 7 unique
+        ("🤔🤔🤔🤔🤔", 1, 4 / 5),  # an emoji is a word: 5 unigrams, 1 unique
+        ("ok 🎉 ok 🎉 ok 🎉", 2, 3 / 5),  # ok🎉 🎉ok ok🎉 🎉ok ok🎉: 2 unique of 5
+        ("!!!!!! ?????? ......", 1, 0.0),  # punctuation is not a word: no unigram at all
         ("", 1, 0.0),
     ],
 )
