@@ -146,6 +146,8 @@ def check_row(row: Mapping[str, Any], prompt_column: str, *, where: str) -> dict
     for name in ("preset", "language"):
         if row.get(name) is not None and not isinstance(row[name], str):
             raise DataError(f"{where}: {name} must be a string, got {row[name]!r:.100}")
+        if isinstance(row.get(name), str) and not row[name].strip():  # the server refuses it mid-run otherwise
+            raise DataError(f"{where}: {name} is empty; leave it out or set it to null for none")
     return out
 
 

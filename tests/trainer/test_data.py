@@ -54,6 +54,8 @@ def test_datasets_directory_loads_with_its_split(tmp_path: Path) -> None:
         # Wrong types that the server would refuse with a 422 after the first batch was generated.
         ({"prompt": "2+2?", "ground_truth": "4", "components": ["accuracy"]}, "components maps a component"),
         ({"prompt": "2+2?", "ground_truth": "4", "preset": 1}, "preset must be a string"),
+        ({"prompt": "2+2?", "ground_truth": "4", "preset": ""}, "preset is empty"),
+        ({"prompt": "2+2?", "ground_truth": "4", "language": " "}, "language is empty"),
         ({"prompt": "2+2?", "ground_truth": "4", "language": ["en"]}, "language must be a string"),
         ({"prompt": "f", "task": "code", "tests": [{"input": "1", "output": "1"}]}, "tests must be an object"),
         ({"prompt": "f", "task": "code", "tests": "assert f(1) == 1"}, "tests is a string but not JSON"),
