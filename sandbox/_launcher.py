@@ -79,12 +79,6 @@ def _apply_limits(limits):
         (resource.RLIMIT_NOFILE, 256),
     ):
         resource.setrlimit(res, (value, value))
-    try:  # if the sandbox's cgroup runs out of memory, the job dies first
-        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-        os.write(fd, b"1000")
-        os.close(fd)
-    except OSError:
-        pass
 
 
 def _syntax_check(path):
@@ -214,8 +208,27 @@ def _child(ctl, fds, argv, limits, mode, report_w, gate_r, compiled):
     os._exit(127)
 
 
+def _prefer_for_oom_kill():
+    """Make this process and every job forked from it the OOM killer's first choice (oom_score_adj 1000).
+
+    Where sandboxes share one memory ceiling (the compose container: no cgroup per sandbox), a job's
+    processes that together pass it must be what dies, not the server beside them (the largest process).
+    Done before the launcher turns non-dumpable: a non-dumpable process's /proc/self files belong to root,
+    so no fork of it could write the value, and jobs inherit it across fork and exec instead.
+    """
+    try:
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, b"1000")
+        finally:
+            os.close(fd)
+    except OSError as exc:  # raising one's own score needs no privilege: this is not expected to fail
+        os.write(2, f"launcher: cannot set oom_score_adj: {exc}\n".encode())
+
+
 def main():
     ctl = _socket.socket(fileno=int(sys.argv[1]))
+    _prefer_for_oom_kill()
     if _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     # Move everything alive now out of the collector's sight: a job's collections then do not touch (and

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,11 +84,20 @@ def test_container_runs_confined(stack: Stack) -> None:
     profile = json.loads(seccomp.removeprefix("seccomp="))
     assert profile["defaultAction"] == "SCMP_ACT_ERRNO"  # our profile, not unconfined
     assert not any("docker.sock" in m.get("Source", "") for m in info["Mounts"])
-    # The kernel's view of PID 1 (the server) agrees.
-    done = stack.compose("exec", "-T", "server", "grep", "-E", "^(CapEff|NoNewPrivs|Seccomp):", "/proc/1/status")
+    # The kernel's view of every process agrees: PID 1 (Docker's init), the server, its workers, the sandboxes.
+    script = 'for f in /proc/[0-9]*/status; do grep -E "^(Name|CapEff|NoNewPrivs|Seccomp):" "$f" 2>/dev/null; done'
+    done = stack.compose("exec", "-T", "server", "sh", "-c", script)
     assert done.returncode == 0, done.stderr
-    status = dict(line.split(":\t") for line in done.stdout.splitlines())
-    assert status == {"CapEff": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}
+    processes: list[dict[str, str]] = []
+    for line in done.stdout.splitlines():
+        key, value = line.split(":\t", 1)
+        if key == "Name":
+            processes.append({})
+        processes[-1][key] = value
+    names = {p.pop("Name") for p in processes}
+    assert {"docker-init", "reward-server", "bwrap"} <= names, names
+    for status in processes:
+        assert status == {"CapEff": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}, status
 
 
 def test_math_batch_agrees_with_published_labels(client: httpx.Client) -> None:
@@ -199,6 +209,25 @@ def test_limits_hold_without_a_cgroup_per_sandbox(client: httpx.Client) -> None:
     # no capabilities; the container's seccomp filter applies inside the sandbox too
     assert privileges["stdout"] == "0000000000000000 1 2\n", privileges
     assert run(client, "print(2)")["stdout"] == "2\n"
+
+
+def test_replaced_sandboxes_leave_no_zombies(client: httpx.Client, stack: Stack) -> None:
+    # A timeout replaces its sandbox, and the old sandbox's runner is orphaned to PID 1. The server does not
+    # wait() for processes it did not start, so without an init as PID 1 (compose's `init: true`) each one
+    # stays a zombie until the container's pids_limit stops every fork and all code scores sandbox_error.
+    for _ in range(5):
+        assert run(client, "while True: pass", time_s=0.1)["status"] == "timeout"
+    count = 'grep -l "^State:.Z" /proc/[0-9]*/status 2>/dev/null | wc -l'
+    deadline = time.monotonic() + 5.0
+    while True:
+        done = stack.compose("exec", "-T", "server", "sh", "-c", count)
+        assert done.returncode == 0, done.stderr
+        zombies = int(done.stdout)
+        if zombies == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert zombies == 0
+    assert run(client, "print(3)")["stdout"] == "3\n"
 
 
 def _case_request(case: dict[str, Any]) -> dict[str, Any]:

@@ -90,6 +90,13 @@ def test_servers_use_the_generated_seccomp_profile(compose_services: dict[str, d
         assert service["environment"]["RLVR_SANDBOX_BACKEND"] == "local", name
 
 
+def test_servers_run_under_an_init(compose_services: dict[str, dict[str, Any]]) -> None:
+    # A replaced sandbox's runner is orphaned to PID 1; only an init reaps it (see test_compose.py).
+    servers = {k: v for k, v in compose_services.items() if not k.endswith(":lb")}
+    for name, service in servers.items():
+        assert service.get("init") is True, name
+
+
 def test_replicas_and_balancer_agree_on_ports() -> None:
     env = {"RLVR_PORT": "9000", "RLVR_REPLICA_1_PORT": "9101", "RLVR_REPLICA_2_PORT": "9102", "RLVR_HOST": "10.1.2.3"}
     services = compose_config(SCALE_FILE, env=env)["services"]

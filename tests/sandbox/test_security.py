@@ -348,6 +348,21 @@ for name in ("fd", "mem", "root"):
     await assert_still_serving(sandbox)
 
 
+async def test_jobs_are_the_oom_killers_first_choice(sandbox: Sandbox) -> None:
+    # Where sandboxes share one memory ceiling (the compose container has no cgroup per sandbox), the OOM
+    # killer must pick a job's processes, never the server beside them. The score was once written in each
+    # forked job while it was still non-dumpable, which /proc refuses: every job had 0, and a job of 30
+    # processes of 400 MB got the whole server killed.
+    python = await run_program(sandbox, "python", "print(open('/proc/self/oom_score_adj').read().strip())")
+    assert python.run is not None and python.run.stdout == b"1000\n", python
+    cpp = (
+        '#include <cstdio>\nint main() { int v = 0; FILE* f = fopen("/proc/self/oom_score_adj", "r");'
+        ' if (f && fscanf(f, "%d", &v) == 1) printf("%d\\n", v); }'
+    )
+    compiled = await run_program(sandbox, "cpp", cpp)
+    assert compiled.run is not None and compiled.run.stdout == b"1000\n", compiled
+
+
 async def test_no_new_privileges_and_no_capabilities(sandbox: Sandbox) -> None:
     code = """
 status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
