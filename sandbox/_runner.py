@@ -436,6 +436,13 @@ class Runner:
         while exited is None:
             now = time.monotonic()
             if now >= next_sample:
+                if not adopted and _stopped(launcher.pid):
+                    # The job stopped the launcher (same uid; only the runner, PID 1, is out of its reach), which
+                    # then reports nothing. Kill it: the job becomes this runner's child, as when a job kills it.
+                    with contextlib.suppress(OSError):
+                        os.kill(launcher.pid, signal.SIGKILL)
+                    adopted = True
+                    self._drop_launcher()
                 usage.sample()
                 active_s = now - start - usage.wait_s
                 if usage.cpu_s >= cpu_limit:
@@ -481,8 +488,15 @@ class Runner:
                 os.killpg(pid, signal.SIGKILL)
             if not adopted:
                 try:
+                    # A job can stop the launcher (same uid; only the runner, PID 1, is out of its reach):
+                    # then no report comes, and the job stays the stopped launcher's zombie.
+                    if _stopped(launcher.pid):
+                        raise TimeoutError("the job stopped the launcher")
                     exited = launcher.receive(_REAP_WAIT_S)[1:]
                 except (EOFError, TimeoutError):
+                    # Killing the launcher hands the job to this runner, which reaps it below.
+                    with contextlib.suppress(OSError):
+                        os.kill(launcher.pid, signal.SIGKILL)
                     adopted = True
                     self._drop_launcher()
             if adopted:
@@ -527,6 +541,15 @@ class Runner:
             "clean": gone,
             "spawn_error": spawn_error,
         }
+
+
+def _stopped(pid):
+    """Is ``pid`` stopped (SIGSTOP, SIGTSTP) or traced? Its state is the field after the ``(comm)``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
 
 
 def _wait_adopted(pid, block):

@@ -188,7 +188,7 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
     if spawn_error:
         status, detail = Status.SANDBOX_ERROR, f"could not start {argv[0]!r}: {spawn_error}"
     elif answer.get("launcher_killed"):
-        status, detail = Status.RUNTIME_ERROR, "killed the sandbox's process launcher (its parent)"
+        status, detail = Status.RUNTIME_ERROR, "killed or stopped the sandbox's process launcher (its parent)"
     elif answer["timed_out"]:
         status, detail = Status.TIMEOUT, _timeout_detail(str(answer["timed_out"]), answer, limits)
     elif answer["oom_killed"]:

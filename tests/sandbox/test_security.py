@@ -325,7 +325,25 @@ print(4)
     result = await run_program(sandbox, "python", code)
     assert result.status is Status.RUNTIME_ERROR
     assert result.run is not None and result.run.stdout == b"4\n"
-    assert result.detail == "killed the sandbox's process launcher (its parent)"
+    assert result.detail == "killed or stopped the sandbox's process launcher (its parent)"
+    await assert_still_serving(sandbox)
+
+
+@pytest.mark.parametrize(
+    "then",
+    ["print(4)", "while True: pass", "import time; time.sleep(60)"],
+    ids=["exits", "spins", "sleeps"],
+)
+async def test_stopping_the_parent_is_the_programs_fault(sandbox: Sandbox, then: str) -> None:
+    # A stopped launcher reports nothing. Unnoticed, the run hung until the host gave up and called it a
+    # sandbox_error: a null reward (not trained on) in place of the 0 a wrong program earns.
+    code = f"import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n{then}\n"
+    limits = Limits(time_s=1)
+    started = time.monotonic()
+    result = await run_program(sandbox, "python", code, limits=limits)
+    elapsed = time.monotonic() - started
+    assert result.status in {Status.RUNTIME_ERROR, Status.TIMEOUT}, (result.status, result.detail)
+    assert elapsed < limits.time_s + 1.0, elapsed
     await assert_still_serving(sandbox)
 
 
