@@ -29,8 +29,11 @@ async def readyz(request: Request) -> JSONResponse:
     # sandbox informs rather than gates readiness.
     if scoring is None:
         sandbox = "starting"
-    elif scoring.sandbox is not None:
+    elif scoring.sandbox is not None and scoring.sandbox.alive > 0:
         sandbox = "ok"
+    elif scoring.sandbox is not None:
+        # Every sandbox was replaced and none is up yet: restarting, or failing to start (the log says why).
+        sandbox = "down: no sandbox is up; code items get sandbox_error until one starts (see the server's log)"
     else:
         sandbox = f"unavailable: {scoring.sandbox_unavailable}"
     content = {"ready": math_ready, "checks": {"math_workers": math_ready, "sandbox": sandbox}}

@@ -251,6 +251,7 @@ def test_k8s_manifests_fit_the_image_and_the_app() -> None:
     assert pod["spec"]["securityContext"]["runAsUser"] == int(uid.group(1))
     assert pod["spec"]["securityContext"]["seccompProfile"]["type"] == "Localhost"
     assert pod["spec"]["hostUsers"] is False  # required for procMount: Unmasked
+    assert pod["spec"]["shareProcessNamespace"] is True  # an init that reaps replaced sandboxes, as in compose
     security = container["securityContext"]
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True

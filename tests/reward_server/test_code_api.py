@@ -351,6 +351,17 @@ def test_rewards_code_items_without_a_sandbox_are_not_scored() -> None:
         assert "apt-get install bubblewrap" in result["components"]["accuracy"]["detail"]
 
 
+def test_readyz_says_when_no_sandbox_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = create_app(settings("local", sandbox_pool_size=1))
+    with TestClient(app) as c:
+        assert c.get("/readyz").json()["checks"]["sandbox"] == "ok"
+        pool = app.state.scoring.sandbox
+        monkeypatch.setattr(type(pool), "alive", property(lambda self: 0))
+        ready = c.get("/readyz")
+        # Math still scores, so the server stays ready; the sandbox's state is reported, not gated on.
+        assert ready.status_code == 200 and ready.json()["checks"]["sandbox"].startswith("down: no sandbox is up")
+
+
 def test_verdicts_are_counted(client: TestClient) -> None:
     client.post("/v1/code/run", json={"language": "python", "code": "print(1)"})
     metrics = client.get("/metrics").text
