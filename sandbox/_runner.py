@@ -115,6 +115,12 @@ def _reap():
         reaped.append(pid)
 
 
+def _stat_fields(pid):
+    """The fields of ``/proc/PID/stat`` after ``(comm)`` (which may hold spaces): state first; ``None`` if gone."""
+    stat = _read_proc(f"/proc/{pid}/stat")
+    return None if stat is None else stat.rpartition(b")")[2].split()
+
+
 def _read_proc(path):
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -165,10 +171,9 @@ class _Usage:
         step, self._runner_io_ns = self._runner_io_ns, 0
         delays = {}
         for pid in _other_pids(self.spare):
-            stat = _read_proc(f"/proc/{pid}/stat")
-            if stat is None:
+            fields = _stat_fields(pid)
+            if fields is None:
                 continue
-            fields = stat.rpartition(b")")[2].split()
             ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
@@ -488,13 +493,10 @@ class Runner:
                 os.killpg(pid, signal.SIGKILL)
             if not adopted:
                 try:
-                    # A job can stop the launcher (same uid; only the runner, PID 1, is out of its reach):
-                    # then no report comes, and the job stays the stopped launcher's zombie.
-                    if _stopped(launcher.pid):
-                        raise TimeoutError("the job stopped the launcher")
                     exited = launcher.receive(_REAP_WAIT_S)[1:]
                 except (EOFError, TimeoutError):
-                    # Killing the launcher hands the job to this runner, which reaps it below.
+                    # A silent launcher may be stopped, its job then its zombie: killing it hands the job to
+                    # this runner, which reaps it below.
                     with contextlib.suppress(OSError):
                         os.kill(launcher.pid, signal.SIGKILL)
                     adopted = True
@@ -544,12 +546,9 @@ class Runner:
 
 
 def _stopped(pid):
-    """Is ``pid`` stopped (SIGSTOP, SIGTSTP) or traced? Its state is the field after the ``(comm)``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
-    except (OSError, IndexError):
-        return False
+    """Is ``pid`` stopped (SIGSTOP, SIGTSTP) or traced?"""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] in (b"T", b"t")
 
 
 def _wait_adopted(pid, block):
