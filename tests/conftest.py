@@ -24,7 +24,9 @@ def cases_dir() -> Path:
 def require_file(path: Path) -> Path:
     """Return ``path``; skip the test where it is missing, except in CI where that is a failure."""
     if not path.exists():
-        reason = f"{path} is missing: set RLVR_DATA_DIR / RLVR_CASES_DIR to the shared data folder"
+        variable = "RLVR_CASES_DIR" if path.is_relative_to(cases_dir()) else "RLVR_DATA_DIR"
+        folder = "cases" if variable == "RLVR_CASES_DIR" else "data"
+        reason = f"{path} is missing: set {variable} to the shared {folder} folder (shared/{folder} of the project)"
         if IN_CI:
             pytest.fail(reason)
         pytest.skip(reason)

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from reward_server.app import create_app
 from reward_server.settings import Settings
-from tests.conftest import cases_dir
+from tests.conftest import cases_dir, require_file
 
 # A response that sympy cannot settle in time: the terms cancel to 42, so no magnitude tells it from 42, and
 # exact evaluation builds a ten-billion-digit integer. (A bare tower, 10^{10^{10^{10}}}, used to hang too; it
@@ -200,7 +200,7 @@ def test_hang_in_a_batch_costs_only_that_item(client: TestClient) -> None:
 
 def test_power_tower_case_within_its_time_limit(client: TestClient) -> None:
     """math-009: the verdict comes back within the case's limit; a timeout counts as not equivalent."""
-    path = cases_dir() / "math.jsonl"
+    path = require_file(cases_dir() / "math.jsonl")
     case = next(c for c in map(json.loads, path.read_text().splitlines()) if "time_limit_s" in c["expected"])
     start = time.monotonic()
     body = {"response": case["input"]["response"], "ground_truth": case["input"]["gold"]}
