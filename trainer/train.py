@@ -117,7 +117,7 @@ def _check_local(path: str, option: str, what: str) -> None:
         raise ConfigError(
             f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
             f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py "
-            "--warmup-steps 20` makes a small local model in examples/arithmetic/runs/sft"
+            "--warmup-steps 20 --threads 1` makes a small local model in examples/arithmetic/runs/sft"
         )
 
 
