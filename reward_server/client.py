@@ -16,7 +16,7 @@ from rlvr_client.client import (
     client_from_env,
     server_urls_from_env,
 )
-from rlvr_client.trl import reward_function
+from rlvr_client.trl import component_score, reward_function, reward_functions
 
 __all__ = [
     "AsyncRewardClient",
@@ -28,6 +28,8 @@ __all__ = [
     "RewardServerError",
     "api_key_from_env",
     "client_from_env",
+    "component_score",
     "reward_function",
+    "reward_functions",
     "server_urls_from_env",
 ]

@@ -17,7 +17,7 @@ from rlvr_client.client import (
     client_from_env,
     server_urls_from_env,
 )
-from rlvr_client.trl import reward_function
+from rlvr_client.trl import component_score, reward_function, reward_functions
 
 __version__ = "0.1.0"
 
@@ -32,6 +32,8 @@ __all__ = [
     "__version__",
     "api_key_from_env",
     "client_from_env",
+    "component_score",
     "reward_function",
+    "reward_functions",
     "server_urls_from_env",
 ]

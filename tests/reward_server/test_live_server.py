@@ -23,10 +23,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_server(port: int, extra_env: dict[str, str] | None = None, python: str = sys.executable) -> subprocess.Popen:
     env = {**os.environ, "RLVR_MATH_WORKERS": "2", "PYTHONPATH": CHILD_PYTHONPATH, **(extra_env or {})}
     return subprocess.Popen(
-        [sys.executable, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)],
+        [python, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
