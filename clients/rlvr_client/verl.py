@@ -49,7 +49,8 @@ __all__ = ["CODE_SOURCES", "compute_score", "compute_score_async", "compute_scor
 
 logger = logging.getLogger("rlvr_client.verl")
 
-#: ``data_source`` values (lower case; a prefix before ``/`` is ignored) of code datasets.
+#: ``data_source`` names of code datasets: lower case, ``_`` and ``-`` dropped, a prefix before ``/`` ignored
+#: (``deepmind/code_contests`` is ``codecontests``).
 CODE_SOURCES = frozenset(
     {"codecontests", "apps", "taco", "codeforces", "livecodebench", "primeintellect", "humaneval", "mbpp", "leetcode"}
 )
@@ -61,7 +62,7 @@ _EXTRA_KEYS = ("task", "tests", "language", "components", "preset", "num_tokens"
 def _task(data_source: Any, extra_info: Mapping[str, Any]) -> str:
     if extra_info.get("task") is not None:
         return str(extra_info["task"])
-    name = str(data_source or "").lower().rsplit("/", 1)[-1]
+    name = str(data_source or "").lower().rsplit("/", 1)[-1].replace("_", "").replace("-", "")
     return "code" if any(name.startswith(source) for source in CODE_SOURCES) else "math"
 
 

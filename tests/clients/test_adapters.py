@@ -144,7 +144,7 @@ def test_concurrent_per_sample_calls_go_out_as_one_request() -> None:
         ),
         ("lighteval/MATH", "\\frac{1}{2}", None, {"task": "math", "ground_truth": "\\frac{1}{2}"}, "MATH"),
         (
-            "codecontests",
+            "deepmind/code_contests",
             json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]}),
             {},
             {"task": "code", "tests": {"type": "stdio", "cases": [{"input": "1 2\n", "output": "3\n"}]}},
