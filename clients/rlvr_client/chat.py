@@ -16,9 +16,11 @@ whole ``<think>...</think>`` block the model was scored on, and a completion tha
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["ASSISTANT_HEADERS", "END_TOKENS", "QuerySplitError", "Split", "split_query"]
+__all__ = ["ASSISTANT_HEADERS", "END_TOKENS", "QuerySplitError", "Split", "prompt_text", "split_query"]
 
 #: Assistant headers of the chat templates we know, longest first: Qwen (ChatML), Llama 3, DeepSeek-R1
 #: distills (and DeepSeek-V3), Gemma, Mistral's instruction end, Phi-3.
@@ -124,3 +126,13 @@ def _strip_end_tokens(text: str) -> str:
                 break
         else:
             return text
+
+
+def prompt_text(prompt: Any) -> str | None:
+    """A prompt as text for the language component: a string, or the last user message of chat messages."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        users = [m for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        return str(users[-1].get("content", "")) if users else None
+    return None

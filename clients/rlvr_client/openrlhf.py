@@ -31,7 +31,7 @@ from rlvr_client.chat import QuerySplitError, split_query
 from rlvr_client.client import ComponentSpec, RewardClient, RewardItem, RewardResult, client_from_env
 from rlvr_client.labels import LabelError, label_fields
 
-__all__ = ["NULL_REWARD", "items_from_request", "reply", "reward_func"]
+__all__ = ["NULL_REWARD", "ProtocolError", "items_from_request", "reply", "reward_func"]
 
 #: The reward a framework without "not scoreable" gets for a completion the server could not score.
 NULL_REWARD = 0.0

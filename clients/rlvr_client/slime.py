@@ -26,26 +26,17 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rlvr_client._batching import async_client, coalescer
+from rlvr_client.chat import prompt_text
 from rlvr_client.client import RewardItem, RewardResult
 from rlvr_client.labels import label_fields
 
 __all__ = ["NULL_REWARD", "item_for_sample", "reply", "reward"]
 
 NULL_REWARD = 0.0
-
-
-def _prompt_text(prompt: Any) -> str | None:
-    """slime's prompt: a string, or chat messages (the last user message is the one to match the language of)."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, Sequence):
-        users = [m for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
-        return str(users[-1].get("content", "")) if users else None
-    return None
 
 
 def item_for_sample(
@@ -60,7 +51,7 @@ def item_for_sample(
     fields.setdefault("task", "math")
     if num_tokens is not None:
         fields.setdefault("num_tokens", num_tokens)
-    return RewardItem(id=item_id, response=response, prompt=_prompt_text(prompt), **fields)
+    return RewardItem(id=item_id, response=response, prompt=prompt_text(prompt), **fields)
 
 
 def reply(result: RewardResult) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rlvr_client.chat import prompt_text
 from rlvr_client.client import ComponentSpec, RewardClient, RewardItem, RewardResult, client_from_env
 
 __all__ = ["component_score", "reward_function", "reward_functions"]
@@ -25,16 +26,6 @@ def _completion_text(completion: Any) -> str:
     if isinstance(completion, Sequence):
         return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
     raise TypeError(f"a completion must be a string or a list of chat messages, got {type(completion).__name__}")
-
-
-def _prompt_text(prompt: Any) -> str | None:
-    """The prompt as text for the language component: a string, or the last user message of a conversation."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, Sequence):
-        users = [m for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
-        return str(users[-1].get("content", "")) if users else None
-    return None
 
 
 def _column(columns: Mapping[str, Any], name: str, i: int) -> Any:
@@ -90,7 +81,7 @@ def _items(
                 language=_column(columns, "language", i),
                 num_tokens=None if ids is None else len(ids),
                 tests=_column(columns, "tests", i),
-                prompt=None if prompt is None else _prompt_text(prompt),
+                prompt=None if prompt is None else prompt_text(prompt),
             )
         )
     return items
