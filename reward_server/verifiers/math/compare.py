@@ -519,8 +519,9 @@ def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
     """
     if gold == ans:
         return True
-    if _PRIMED.findall(gold) != _PRIMED.findall(ans) and sorted(_PRIMED.findall(gold)) != sorted(_PRIMED.findall(ans)):
+    if "=" not in gold + ans and sorted(_PRIMED.findall(gold)) != sorted(_PRIMED.findall(ans)):
         # P' is another point than P (math-verify drops the prime): primed names must match, in any order.
+        # (An equation's left side may name a derivative: "f'(x) = 2x".)
         return False
     # An inequality and an interval state the same set: "x \le 3" is "(-\infty, 3]", either way round.
     if _is_interval(gold) and (interval := _inequality_as_interval(ans)) is not None:

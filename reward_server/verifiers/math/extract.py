@@ -182,8 +182,8 @@ _VERB = re.compile(r"\s(?:is|are|equals|was|becomes)\s", re.IGNORECASE)
 # Words that say another choice is *not* the answer: "C, not A or D", "C rather than A", "it can't be A", "B et
 # non D", "C, nicht A", "D, no B", "B, а не D", "C，不是A". (Used by the comparison to drop those letters.)
 NEGATION = (
-    r"(?:\bnot|\bnon|\bnicht|\bno|\bpas|\bnor|\bni|n['’]t\s+be|\bcannot\s+be|\bcan\s+not\s+be|\brather\s+than"
-    r"|\binstead\s+of|\bother\s+than|\bexcept|不是|而非|并非|並非|\bне|ではなく|じゃなく)"
+    r"(?:\b(?:not|non|nicht|no|pas|nor|ni|cannot\s+be|can\s+not\s+be|rather\s+than|instead\s+of|other\s+than"
+    r"|except|не)\b|n['’]t\s+be\b|不是|而非|并非|並非|ではなく|じゃなく)"
 )
 # A clause that states a value starts with one: a number, math, a letter choice, "x = ...", code ("sqrt(2)").
 _STARTS_WITH_VALUE = re.compile(
@@ -196,6 +196,7 @@ _QUALIFIER = re.compile(
     r"|definitely|clearly|certainly|surely|indeed|simply)\s+)+",
     re.IGNORECASE,
 )
+_NEGATED_VALUE = re.compile(rf"\s*[,;]?\s*(?:(?:and|et|und|y|e|mais|but|а|и)\s+)?{NEGATION}")
 # After a value, a new clause ("17 and then we check it", "12 but let me double check", "5 so she has five"):
 # its words are not the answer. A unit ("17 apples"), a hedge ("3 or 4") or more values ("x = 5 and y = 3") are.
 _PROSE_TAIL = re.compile(
@@ -273,7 +274,7 @@ def _box_answer(text: str, boxes: list[tuple[int, int, str | None]], *, liberal:
 _PART_WORDS = frozenset(
     {
         *("for", "part", "parts", "and", "the", "first", "second", "third", "fourth", "fifth", "last"),
-        *("question", "questions", "answer", "answers", "we", "get", "is", "are", "respectively", "then"),
+        *("question", "questions", "we", "get", "is", "are", "respectively", "then"),
         *("with", "in", "of", "to", "gives", "value", "values", "case", "cases", "item"),
     }
 )
@@ -281,6 +282,8 @@ _PART_NOISE = re.compile(
     r"\\[()\[\]]|\$|\\q?quad|\\[,;: ]|(?<![A-Za-z])\(?(?:[a-h]|i{1,3}|iv|vi?)\)"
     r"|[A-Za-z](?:_\{?\w+\}?)?\s*=|[,;:.()\s]"
 )
+# What says that the next box is another part: "and", a comma, a part label, a name assigned, a new line.
+_PART_SIGNAL = re.compile(r"\band\b|[,;=\n]|\bpart|\brespectively\b|(?<![A-Za-z])\(?(?:[a-h]|i{1,3}|iv|vi?)\)", re.I)
 _LABEL_BEFORE = re.compile(r"(?:^|(?<=[\s$(]))([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*(?:\$|\\[(\[])?\s*$")
 
 
@@ -288,6 +291,8 @@ def _part_join(between: str) -> bool:
     if len(between) > 80 or re.search(r"\n\s*\n", between):
         return False
     between = re.sub(r"\\text\s*\{([^{}]*)\}", r" \1 ", between)
+    if not _PART_SIGNAL.search(between):
+        return False  # "\\boxed{2}. Then it is \\boxed{3}": a restatement, not a second part
     words = _PART_NOISE.sub(" ", between).lower().split()
     return all(w in _PART_WORDS for w in words)
 
@@ -454,6 +459,11 @@ def _clean_clause(text: str, *, value_only: bool, nearest: bool = False) -> str 
             if m.start() > 0 and _outside(spans, m.start()):
                 line = line[: m.start()]
                 break
+        # "12, not 13", "12, pas 13": what the answer is not is no second value. (A choice letter keeps its
+        # negations: the comparison reads them, "C, not A or D".)
+        negated = _NEGATED_VALUE.search(line)
+        if negated and negated.start() > 0 and _outside(spans, negated.start()) and re.match(r"[-+.\d$\\]", line):
+            line = line[: negated.start()]
     verbs = [m for m in _VERB.finditer(line) if _outside(_math_spans(line), m.start())]
     if verbs:
         after = _QUALIFIER.sub("", line[verbs[-1].end() :].strip())
