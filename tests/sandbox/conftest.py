@@ -81,6 +81,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # How far a measured time may pass its limit: the runner and the checker sample every 50 ms at most.
 SAMPLE_SLACK_S = 0.1
+# How far a program's CPU time may pass time_s before it is stopped on a busy host: the runner or the checker that
+# stops it may itself wait for a CPU while the program runs on another core. A limit that does not hold overshoots
+# by seconds (these programs burn 5 s).
+KILL_LATENCY_S = 0.5
 
 
 def overloaded(run: CaseResult | ExecResult, limits: Limits) -> bool:
