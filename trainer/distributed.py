@@ -222,6 +222,11 @@ class Distributed:
         from torch.distributed.fsdp import fully_shard
 
         # The decoder layers are the units that transformers says must not be split (e.g. Qwen2DecoderLayer).
+        # DDP broadcasts rank 0's weights when it wraps; fully_shard keeps each rank's own slice, so ranks whose
+        # weights differ (a randomly initialised adapter, say) would otherwise train a model no rank holds.
+        with torch.no_grad():
+            for tensor in [*model.parameters(), *model.buffers()]:
+                tdist.broadcast(tensor.data, src=0)
         names = set(getattr(unwrap(model), "_no_split_modules", None) or ())
         layers = [m for m in model.modules() if type(m).__name__ in names]
         if not layers:

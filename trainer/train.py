@@ -56,7 +56,7 @@ from trainer.rollout import (
     TransformersBackend,
     completion_log_probs,
 )
-from trainer.weights import apply_lora, load_lora, reference_context
+from trainer.weights import apply_lora, forward_module, load_lora, reference_context
 
 logger = logging.getLogger("trainer")
 
@@ -246,10 +246,12 @@ class Run:
         device: where the policy lives.
         use_bf16: forwards run under bf16 autocast (CUDA only); master weights stay float32.
         tokenizer: the policy's tokenizer.
-        model: the policy (a peft model with LoRA); what generates, gives old log-probs and is saved.
-        train_model: what the update's forward runs through: ``model``, its DDP wrapper, or ``model`` sharded
-            with FSDP2.
-        ref_model: the reference model, or ``None`` when ``beta == 0``; with LoRA it is ``model`` itself, computed
+        model: the policy (a peft model with LoRA): what generates and is saved.
+        core: the transformers model that forwards run on: ``model``, or with LoRA the base model that holds the
+            LoRA layers (peft's own forward calls it past FSDP's hooks); old-policy log-probs use it.
+        train_model: what the update's forward runs through: ``core``, its DDP wrapper, or ``core`` sharded in
+            place with FSDP2.
+        ref_model: the reference model, or ``None`` when ``beta == 0``; with LoRA it is ``core`` itself, computed
             inside ``ref_context`` (the adapter disabled).
         ref_context: entered around the reference forward.
         optimizer, scheduler: AdamW over the trainable parameters, and its learning-rate schedule.
@@ -271,6 +273,7 @@ class Run:
     use_bf16: bool
     tokenizer: PreTrainedTokenizerBase
     model: torch.nn.Module
+    core: torch.nn.Module
     train_model: torch.nn.Module
     ref_model: torch.nn.Module | None
     ref_context: Callable[[], contextlib.AbstractContextManager[Any]]
@@ -369,8 +372,9 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             f"the tokenizer has {len(tokenizer)} tokens but the model's embedding table only "
             f"{model.config.vocab_size}: tokenizer_name_or_path does not belong to model_name_or_path"
         )
-    train_model = dist.wrap(model)  # FSDP shards in place: the optimizer is built on the sharded parameters
-    if ref_model is not None and ref_model is not model:
+    core = forward_module(model)
+    train_model = dist.wrap(core)  # FSDP shards in place: the optimizer is built on the sharded parameters
+    if ref_model is not None and ref_model is not core:
         ref_model = dist.shard_frozen(ref_model)
 
     optimizer = torch.optim.AdamW(
@@ -437,6 +441,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         use_bf16=use_bf16,
         tokenizer=tokenizer,
         model=model,
+        core=core,
         train_model=train_model,
         ref_model=ref_model,
         ref_context=ref_context,
@@ -478,7 +483,7 @@ def _load_models(
     if config.beta == 0:
         return model, None, contextlib.nullcontext
     if config.use_peft:
-        return model, model, lambda: reference_context(model)
+        return model, forward_module(model), lambda: reference_context(model)
     ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
     ref_model = _load_model(config.ref_model_name_or_path or config.model_name_or_path, device, True, ref_option)
     ref_model.eval().requires_grad_(False)
@@ -600,7 +605,7 @@ def old_and_ref_log_probs(
     with timer("logprobs"):
         old_logps = None
         if config.num_iterations > 1:
-            old_logps = _log_probs_per_micro_batch(run, run.model, batch)
+            old_logps = _log_probs_per_micro_batch(run, run.core, batch)
         ref_logps = None
         if run.ref_model is not None:
             with run.ref_context():

@@ -43,6 +43,14 @@ def is_peft(model: nn.Module) -> bool:
     return hasattr(unwrap(model), "peft_config")
 
 
+def forward_module(model: nn.Module) -> nn.Module:
+    """The transformers model that forwards run on: ``model`` itself, or for a peft model its base model, which
+    holds the LoRA layers. peft's own forward calls the base's ``forward`` directly, past the hooks that FSDP2
+    puts on the module it shards, so the loop shards and calls the base."""
+    inner = unwrap(model)
+    return inner.get_base_model() if is_peft(inner) else model  # type: ignore[operator]
+
+
 def apply_lora(model: nn.Module, config: GRPOConfig) -> nn.Module:
     """Wrap ``model`` in fresh LoRA adapters as ``config`` says; only the adapters are trainable afterwards.
 
@@ -61,7 +69,10 @@ def apply_lora(model: nn.Module, config: GRPOConfig) -> nn.Module:
         target_modules=targets,
     )
     try:
-        return peft.get_peft_model(model, lora)
+        # The same adapters on every rank (whose RNGs differ), and the same for any number of ranks.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            return peft.get_peft_model(model, lora)
     except ValueError as exc:  # "Target modules {...} not found in the base model"
         raise ConfigError(f"lora_target_modules={config.lora_target_modules!r}: {exc}") from exc
 
@@ -178,4 +189,12 @@ def merge_adapter(checkpoint: str | Path, output_dir: str | Path, base_model: st
     return output_dir
 
 
-__all__ = ["apply_lora", "engine_weights", "is_peft", "load_lora", "merge_adapter", "reference_context"]
+__all__ = [
+    "apply_lora",
+    "engine_weights",
+    "forward_module",
+    "is_peft",
+    "load_lora",
+    "merge_adapter",
+    "reference_context",
+]

@@ -52,6 +52,11 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "fsdp_dapo_kl": {"loss_type": "dapo", "beta": 0.05, "gradient_accumulation_steps": 2, "fsdp": True},
     "fsdp_grpo": {"loss_type": "grpo", "fsdp": True},
+    # LoRA: only the adapters are replicated (DDP) or sharded (FSDP); the reference is the adapter-less base
+    **{
+        name: {"loss_type": "dapo", "beta": 0.05, "use_peft": True, "lora_r": 4, "fsdp": fsdp}
+        for name, fsdp in (("lora_dapo_kl", False), ("fsdp_lora_dapo_kl", True))
+    },
 }
 
 

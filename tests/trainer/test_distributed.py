@@ -24,9 +24,17 @@ from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
 from trainer.metrics import read_metrics
 from trainer.train import _check_world_size
+from trainer.weights import engine_weights
 
 
 def _params(path: Path) -> dict[str, torch.Tensor]:
+    """The weights a checkpoint holds; a LoRA checkpoint's merged into its base, under the base's names."""
+    if (path / "adapter_config.json").exists():
+        from peft import PeftModel
+
+        base = json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), str(path))
+        return {k: v.clone() for k, v in engine_weights(model)}
     return {k: v.detach().clone() for k, v in AutoModelForCausalLM.from_pretrained(path).state_dict().items()}
 
 
