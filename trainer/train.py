@@ -40,7 +40,7 @@ from transformers import (
     get_scheduler,
 )
 
-from reward_server.client import RewardResult, RewardServerError
+from rlvr_client.client import RewardResult, RewardServerError
 from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
 from trainer.config import ConfigError, GRPOConfig
 from trainer.data import DataError, load_rows, prompt_indices, reward_items
@@ -844,7 +844,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             from ``config.reward_server_urls`` and closed at the end.
 
     Raises:
-        reward_server.client.RewardServerError: the reward server refused a batch or stayed unreachable.
+        rlvr_client.client.RewardServerError: the reward server refused a batch or stayed unreachable.
         trainer.data.DataError: unusable data.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
