@@ -89,7 +89,11 @@ def main() -> None:
         shape += [f"--completion-length={args.completion_length}"]
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__]
         worker = ["--worker", str(model_dir), str(data), str(root / "two"), *shape]
-        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(args.threads)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join((str(REPO), str(REPO / "clients"))),
+            "OMP_NUM_THREADS": str(args.threads),
+        }
         proc = subprocess.run([*cmd, *worker], env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"the two-rank run failed:\n{proc.stderr[-4000:]}")

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD:$PWD/clients${PYTHONPATH:+:$PYTHONPATH}"
 
 if ! "$PY" -c 'import torch' 2>/dev/null; then
     echo "gpu_check: $PY cannot import torch; set PYTHON to the interpreter of the training environment" >&2
@@ -20,6 +20,11 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
 fi
 if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
     echo "gpu_check: no CUDA device here (torch.cuda.is_available() is False for $PY); run this on a GPU machine" >&2
+    exit 2
+fi
+if ! missing="$("$PY" -c 'import trainer.train, tests.trainer.conftest' 2>&1)"; then
+    echo "gpu_check: the trainer does not import with $PY (a missing dependency?):" >&2
+    echo "$missing" | tail -n 3 >&2
     exit 2
 fi
 "$PY" -c 'import torch; print("gpu_check:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'

@@ -42,6 +42,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "clients"))  # the light client, rlvr_client
 
 from transformers import AutoModelForCausalLM  # noqa: E402
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 from tests.trainer import dist_cases
 from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
@@ -43,7 +43,7 @@ def two_ranks(tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path_fa
     """Every case of ``dist_cases`` trained on 2 gloo ranks; returns the output root."""
     out = tmp_path_factory.mktemp("two_ranks")
     names = [*dist_cases.CASES, "resume", "failure"]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     args = ["-m", "tests.trainer.dist_cases", str(tiny_model_dir), str(prompt_files[0]), str(out), *names]
     proc = subprocess.run([*cmd, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 from tests.trainer.conftest import StandInServer
 from trainer.config import ConfigError, config_from_dict
 from trainer.train import train
@@ -107,6 +108,7 @@ def test_a_lora_run_with_beta_uses_the_base_as_reference_and_saves_the_adapter(
     proc = subprocess.run(
         [sys.executable, "-m", "trainer", "merge", str(result.checkpoint), "--output", str(merged_dir)],
         cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": CHILD_PYTHONPATH},
         capture_output=True,
         text=True,
         timeout=300,

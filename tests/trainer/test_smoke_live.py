@@ -20,7 +20,7 @@ import yaml
 from transformers import AutoModelForCausalLM
 
 from rlvr_client.client import RewardClient
-from tests.conftest import REPO_ROOT
+from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 from trainer.metrics import read_metrics
 from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
 
@@ -158,7 +158,7 @@ def test_two_steps_on_two_gloo_ranks_against_a_live_server(
     live_server: str, answering_model: Path, tmp_path: Path, launcher: list[str]
 ) -> None:
     path = _write_config(tmp_path, answering_model, live_server)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, *launcher, "-m", "trainer", "train", "--config", str(path)],
         cwd=REPO_ROOT,
