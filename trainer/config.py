@@ -63,6 +63,9 @@ _ALIASES = {
     "clip_grad_norm": "max_grad_norm",
     "vllm_importance_sampling_clip_max": "vllm_importance_sampling_cap",
     "vllm_gpu_memory_utilisation": "vllm_gpu_memory_utilization",
+    "lora_rank": "lora_r",
+    "peft": "use_peft",
+    "target_modules": "lora_target_modules",
 }
 
 _NO_SERVER_MODE = "vllm_mode 'server' is not built (vLLM's weight-update path to a server needs NCCL on GPUs)"
@@ -90,7 +93,8 @@ _UNSUPPORTED = {
     "logging_steps": "metrics are logged every step",
     "save_strategy": "checkpoints follow save_steps",
     "eval_strategy": "evaluation follows eval_steps",
-    "per_device_train_batch_size": "set prompt_batch_size: prompts per step (TRL counts completions per device)",
+    "per_device_train_batch_size": "set prompt_batch_size: prompts per step over all processes (TRL counts "
+    "completions per device); each process takes an equal share",
     "repetition_penalty": "sampling is kept plain so the loss's log-probs match the sampler",
     "min_p": "min_p sampling is not supported; use top_p or top_k",
 }
@@ -200,6 +204,18 @@ class GRPOConfig:
     ref_model_name_or_path: str | None = None
     """Reference model for the KL term; ``None`` uses ``model_name_or_path`` (the policy's start)."""
 
+    # ------------------------------------------------------------------ LoRA (peft)
+    use_peft: bool = False
+    """Train LoRA adapters (peft) instead of every weight; with ``beta > 0`` the reference is the adapter-less base."""
+    lora_r: int = 16
+    """LoRA rank: the inner dimension of each adapter's two matrices."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator: an adapter's update is multiplied by ``lora_alpha / lora_r``."""
+    lora_dropout: float = 0.05
+    """Dropout on the adapters' input (turned off, like all dropout, while ``disable_dropout`` is true)."""
+    lora_target_modules: tuple[str, ...] | None = None
+    """Modules to adapt, e.g. ``[q_proj, v_proj]`` or ``all-linear``; ``None`` takes peft's default for the model."""
+
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
     seed: int = 42
     """Seed of Python, NumPy and torch; with it a run (and its resume) repeats exactly on one machine."""
@@ -233,6 +249,10 @@ class GRPOConfig:
     """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save GPU memory (CUDA only)."""
+    fsdp: bool = False
+    """With several processes, shard the policy over them with FSDP2 (``fully_shard``) instead of DDP replicas."""
+    logprobs_chunk_tokens: int | None = 1024
+    """Completion tokens whose logits exist at once (recomputed in backward), so memory stays flat in V x C x B."""
     torch_num_threads: int | None = None
     """CPU threads for torch (``None`` keeps torch's default)."""
 
@@ -383,6 +403,26 @@ def _validate(c: GRPOConfig) -> None:
     if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
         raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
     _check_vllm(c)
+    if c.lora_r < 1 or c.lora_alpha < 1:
+        bad = "lora_r" if c.lora_r < 1 else "lora_alpha"
+        raise _fix(bad, getattr(c, bad), "must be >= 1", "TRL's defaults are lora_r 16 and lora_alpha 32.")
+    if not 0 <= c.lora_dropout < 1:
+        raise _fix("lora_dropout", c.lora_dropout, "must be in [0, 1)", "TRL's default is 0.05.")
+    if c.lora_target_modules is not None and not c.lora_target_modules:
+        raise _fix(
+            "lora_target_modules", list(c.lora_target_modules), "must name a module", "Use null for peft's default."
+        )
+    if c.use_peft and c.ref_model_name_or_path is not None:
+        raise _fix(
+            "ref_model_name_or_path",
+            c.ref_model_name_or_path,
+            "cannot be set with use_peft: the reference is the base model with the adapter disabled",
+            "Remove ref_model_name_or_path, or set use_peft: false.",
+        )
+    if c.logprobs_chunk_tokens is not None and c.logprobs_chunk_tokens < 1:
+        raise _fix(
+            "logprobs_chunk_tokens", c.logprobs_chunk_tokens, "must be >= 1 or null", "1024 suits a 152k vocabulary."
+        )
     if c.torch_num_threads is not None and c.torch_num_threads < 1:
         raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
 
@@ -525,9 +565,10 @@ def _coerce(name: str, value: Any) -> Any:
             return value
     if accepts_float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, list) and typing.get_origin(tp) is tuple:
+    is_tuple = typing.get_origin(tp) is tuple or any(typing.get_origin(a) is tuple for a in typing.get_args(tp))
+    if isinstance(value, list) and is_tuple:
         return tuple(value)
-    if name == "reward_server_urls" and isinstance(value, str):
+    if name in ("reward_server_urls", "lora_target_modules") and isinstance(value, str):
         return (value,)
     return value
 
