@@ -297,6 +297,12 @@ class GRPOConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
+def names_a_local_path(name: str) -> bool:
+    """Whether a ``*_name_or_path`` / ``*_data`` value can only be a local path, never a hub id (``org/name``):
+    it exists, starts with ``.``, ``/`` or ``~``, or has more than one ``/``."""
+    return Path(name).expanduser().exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
 def _fix(name: str, value: Any, rule: str, hint: str) -> ConfigError:
     return ConfigError(f"{name}={value!r}: {rule}. {hint}")
 
@@ -583,21 +589,26 @@ def config_from_dict(values: dict[str, Any], *, source: str = "config") -> GRPOC
         ConfigError: an unknown key (with the closest known name), a missing required key, a wrong type or an
             invalid value.
     """
-    known = {f.name for f in dataclasses.fields(GRPOConfig)}
     for key in values:
-        if not isinstance(key, str):
-            raise ConfigError(f"option names are strings; got {key!r} in {source}")
-        if key not in known:
-            if key in _UNSUPPORTED:
-                raise ConfigError(f"option {key!r} in {source} is not supported: {_UNSUPPORTED[key]}.")
-            close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
-            raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
+        _check_key(key, source)
     required = [f.name for f in dataclasses.fields(GRPOConfig) if f.default is dataclasses.MISSING]
     missing = [k for k in required if k not in values]
     if missing:
         raise ConfigError(f"{source} lacks required option(s) {missing}: {', '.join(field_docs()[k] for k in missing)}")
     return GRPOConfig(**{k: _coerce(k, v) for k, v in values.items()})
+
+
+def _check_key(key: Any, source: str) -> None:
+    """Refuse an option name that is not a field, with the closest known name (or what to use instead)."""
+    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    if not isinstance(key, str):
+        raise ConfigError(f"option names are strings; got {key!r} in {source}")
+    if key not in known:
+        if key in _UNSUPPORTED:
+            raise ConfigError(f"option {key!r} in {source} is not supported: {_UNSUPPORTED[key]}.")
+        close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
+        raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GRPOConfig:
@@ -611,6 +622,8 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GR
         FileNotFoundError: no such file.
     """
     path = Path(path)
+    for key, value in (overrides or {}).items():  # a name given on the command line is its mistake, not the file's
+        _check_key(key, f"--set {key}={value}")
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; give the YAML config file")
     try:
@@ -682,4 +695,12 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
-__all__ = ["ConfigError", "GRPOConfig", "config_from_dict", "field_docs", "load_config", "parse_overrides"]
+__all__ = [
+    "ConfigError",
+    "GRPOConfig",
+    "config_from_dict",
+    "field_docs",
+    "load_config",
+    "names_a_local_path",
+    "parse_overrides",
+]

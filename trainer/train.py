@@ -42,8 +42,8 @@ from transformers import (
 
 from rlvr_client.client import RewardResult, RewardServerError
 from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
-from trainer.config import ConfigError, GRPOConfig
-from trainer.data import DataError, load_rows, prompt_indices, reward_items
+from trainer.config import ConfigError, GRPOConfig, names_a_local_path
+from trainer.data import DataError, load_named_rows, prompt_indices, reward_items
 from trainer.distributed import Distributed
 from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss, sampler_importance_weights
 from trainer.metrics import MetricsLogger, PhaseTimer
@@ -98,6 +98,7 @@ def _disable_dropout(model: torch.nn.Module) -> None:
 def _load_model(
     path: str, device: torch.device, disable_dropout: bool, option: str = "model_name_or_path"
 ) -> PreTrainedModel:
+    _check_local(path, option, "a causal LM")
     # Master weights stay float32; on GPU the forward runs under bf16 autocast.
     try:
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -109,6 +110,23 @@ def _load_model(
     return model
 
 
+def _check_local(path: str, option: str, what: str) -> None:
+    """A path that can only be local and is not there is named as such; Hugging Face would take it for a hub id
+    and answer "Repo id must be in the form 'repo_name' or 'namespace/repo_name'".
+
+    Raises:
+        ConfigError: ``path`` names a local directory that does not exist, or a file.
+    """
+    local = Path(path).expanduser()
+    if names_a_local_path(path) and not local.is_dir():
+        why = "is a file, not a model directory" if local.exists() else "no such directory"
+        raise ConfigError(
+            f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
+            f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py "
+            "--warmup-steps 20 --threads 1` makes a small local model in examples/arithmetic/runs/sft"
+        )
+
+
 def _first_line(exc: BaseException) -> str:
     return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
@@ -116,6 +134,7 @@ def _first_line(exc: BaseException) -> str:
 def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
     option = "tokenizer_name_or_path" if config.tokenizer_name_or_path else "model_name_or_path"
     path = config.tokenizer_name_or_path or config.model_name_or_path
+    _check_local(path, option, "a tokenizer")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
@@ -126,7 +145,12 @@ def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
 
 
 def _check_prompts(
-    encoder: PromptEncoder, rows: Sequence[dict[str, Any]], column: str, source: str, max_length: int | None
+    encoder: PromptEncoder,
+    rows: Sequence[dict[str, Any]],
+    names: Sequence[str],
+    column: str,
+    source: str,
+    max_length: int | None,
 ) -> None:
     """Render and tokenise every prompt once before training, so a prompt the chat template refuses, or one that
     gives no token, fails now with its row number rather than mid-run; warn about prompts that lose their start
@@ -136,13 +160,13 @@ def _check_prompts(
         DataError: a prompt that cannot be rendered or that gives no token.
     """
     too_long = 0
-    for i, row in enumerate(rows):
+    for row, where in zip(rows, names, strict=False):  # eval rows may be cut to eval_max_prompts
         try:
             n = encoder.prompt_length(row[column])
         except (ValueError, TypeError, jinja2.TemplateError) as exc:
-            raise DataError(f"{source} row {i}: the prompt cannot be rendered: {_first_line(exc)}") from exc
+            raise DataError(f"{where}: the prompt cannot be rendered: {_first_line(exc)}") from exc
         if n == 0:
-            raise DataError(f"{source} row {i}: the prompt gives no token")
+            raise DataError(f"{where}: the prompt gives no token")
         too_long += max_length is not None and n > max_length
     if too_long:
         logger.warning(
@@ -348,8 +372,10 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
     )
 
-    train_rows = load_rows(config.train_data, config.train_split, config.prompt_column)
-    eval_rows = load_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else []
+    train_rows, train_names = load_named_rows(config.train_data, config.train_split, config.prompt_column)
+    eval_rows, eval_names = (
+        load_named_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else ([], [])
+    )
     eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
     tokenizer = _load_tokenizer(config)
     encoder = PromptEncoder(
@@ -362,9 +388,9 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             "the data has chat-message prompts but the tokenizer has no chat_template (or apply_chat_template is "
             "off): give plain-text prompts, a tokenizer with a chat template, or set apply_chat_template: true"
         )
-    _check_prompts(encoder, train_rows, config.prompt_column, config.train_data, config.max_prompt_length)
+    _check_prompts(encoder, train_rows, train_names, config.prompt_column, config.train_data, config.max_prompt_length)
     if config.eval_data:
-        _check_prompts(encoder, eval_rows, config.prompt_column, config.eval_data, config.max_prompt_length)
+        _check_prompts(encoder, eval_rows, eval_names, config.prompt_column, config.eval_data, config.max_prompt_length)
 
     model, ref_model, ref_context = _load_models(config, checkpoint, device)
     if len(tokenizer) > int(model.config.vocab_size):  # a token id past the embedding table fails mid-generation
