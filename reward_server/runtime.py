@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from reward_server.code_sandbox import start_sandbox
 from reward_server.metrics import Metrics
+from reward_server.offload import PRELOAD
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.verifiers.language import default_detector
@@ -16,7 +17,8 @@ from reward_server.workers import WorkerPool
 
 logger = logging.getLogger("reward_server")
 
-MATH_HANDLER = "reward_server.verifiers.math:verify_payload"
+# The worker pool runs each item's CPU-heavy components (math accuracy, format, repetition) in one call.
+MATH_HANDLER = "reward_server.offload:score_item"
 
 
 @asynccontextmanager
@@ -39,6 +41,10 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
         on_restart=on_restart,
         # Past the soft in-worker deadline, give the worker a moment to report before killing it.
         grace_s=0.25,
+        preload=PRELOAD,
+        slow_item_s=settings.math_slow_item_s,
+        max_extra_workers=settings.math_max_extra_workers,
+        unhealthy_after_s=settings.worker_start_timeout_s,
     )
     # The sandbox starts beside the pool; where it cannot run, code scores are sandbox_error and the
     # code endpoints answer 503, while everything else works.
@@ -59,6 +65,7 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
             math_pool=pool,
             math_timeout_s=settings.math_timeout_s,
             math_max_timeout_s=settings.math_max_timeout_s,
+            request_budget_s=settings.request_budget_s,
             metrics=metrics,
             sandbox=sandbox,
             sandbox_unavailable=sandbox_unavailable,

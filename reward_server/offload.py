@@ -1,0 +1,40 @@
+"""What the worker pool runs: one item's components that cost CPU in the completion's length.
+
+The pool (:mod:`reward_server.workers`) calls :func:`score_item` in a worker process for each item of a
+hand-off, under the item's deadline. The payload is ``(fields, ((name, params), ...))``: the item's
+:class:`~reward_server.rewards.ItemFields` and the components of the table
+(:data:`~reward_server.rewards.REGISTRY`) marked :attr:`~reward_server.rewards.Where.WORKER`, in order (math
+``accuracy``, ``format``, ``repetition``). The completion crosses the process boundary once, for all of
+them. Math goes through :func:`reward_server.verifiers.math.verify_payload`, whose per-worker cache of
+parsed references makes a group's reference parse once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reward_server.rewards import REGISTRY, ItemFields
+from reward_server.verifiers.base import ComponentScore
+from reward_server.verifiers.math import init_worker as init_math_worker
+
+__all__ = ["PRELOAD", "init_worker", "score_item"]
+
+# What the forkserver imports once, so a replacement worker starts in milliseconds: math-verify (and sympy
+# under it) is imported lazily by the verifier on first use, which would cost each new worker a second.
+PRELOAD = ("reward_server.rewards", "math_verify", "latex2sympy2_extended")
+
+
+def init_worker(cache_size: int = 4096) -> None:
+    """Per-process set-up: the math verifier's reference cache and warm-up."""
+    init_math_worker(cache_size=cache_size)
+
+
+def score_item(payload: tuple[ItemFields, tuple[tuple[str, Any], ...]]) -> dict[str, ComponentScore]:
+    """Score one item's worker components: ``{name: ComponentScore}`` in the order given."""
+    fields, components = payload
+    scores: dict[str, ComponentScore] = {}
+    for name, params in components:
+        score = REGISTRY[name].score
+        assert score is not None
+        scores[name] = score(fields, params, scores)
+    return scores
