@@ -19,9 +19,16 @@ from reward_server.verifiers.math import init_worker as init_math_worker
 
 __all__ = ["PRELOAD", "init_worker", "score_item"]
 
-# What the forkserver imports once, so a replacement worker starts in milliseconds: math-verify (and sympy
-# under it) is imported lazily by the verifier on first use, which would cost each new worker a second.
-PRELOAD = ("reward_server.rewards", "math_verify", "latex2sympy2_extended")
+# What the forkserver imports once, so that a new worker serves at full speed at once: the verifier imports
+# math-verify on first use, and sympy's simplify imports its units and combinatorics on its first call;
+# measured (py-spy), that cost each new worker about a second inside its first requests.
+PRELOAD = (
+    "reward_server.rewards",
+    "math_verify",
+    "latex2sympy2_extended",
+    "sympy.physics.units.systems.si",
+    "sympy.combinatorics.polyhedron",
+)
 
 
 def init_worker(cache_size: int = 4096) -> None:

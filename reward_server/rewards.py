@@ -16,6 +16,7 @@ import enum
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -622,10 +623,24 @@ async def score_batch(
         if score is not None:
             done[i][component.name] = score
     late_detail = _budget_detail(budget_s or 0.0)
-    return [
-        _combine(item, comps, done[i], fields[i], ctx, start, late_detail)
+    tally: Counter[tuple[str, str]] = Counter()
+    results = [
+        _combine(item, comps, done[i], fields[i], late_detail, tally)
         for i, (item, comps) in enumerate(zip(items, resolved, strict=True))
     ]
+    if ctx.metrics is not None:
+        # One update per (component, status) and per task, not per item: label lookups cost microseconds.
+        m = ctx.metrics
+        for (name, status), n in tally.items():
+            m.verdicts.labels(name, status).inc(n)
+            if status == "timeout":
+                m.timeouts.labels(name).inc(n)
+        for kind, n in Counter(item.task for item in items).items():
+            m.items.labels(kind).inc(n)
+        latency, elapsed = m.item_latency.labels("item"), time.perf_counter() - start
+        for _ in items:
+            latency.observe(elapsed)
+    return results
 
 
 def _combine(
@@ -633,9 +648,8 @@ def _combine(
     resolved: list[ResolvedComponent],
     done: dict[str, ComponentScore],
     fields: ItemFields,
-    ctx: ScoringContext,
-    start: float,
     late_detail: str,
+    tally: Counter[tuple[str, str]],
 ) -> RewardResult:
     """Run the item's ``INLINE`` components (after what they need), then weigh everything into its result."""
     for r in resolved:
@@ -652,7 +666,6 @@ def _combine(
     components: dict[str, ComponentResult] = {}
     reward: float | None = 0.0
     status = "ok"
-    metrics = ctx.metrics
     for r in resolved:
         s = done[r.component.name]
         score = s.score if s.score is not None else r.component.neutral.get(s.status)
@@ -670,11 +683,5 @@ def _combine(
             reward = None
         elif reward is not None:
             reward += r.weight * score
-        if metrics is not None:
-            metrics.verdicts.labels(r.component.name, s.status).inc()
-            if s.status == "timeout":
-                metrics.timeouts.labels(r.component.name).inc()
-    if metrics is not None:
-        metrics.items.labels(item.task).inc()
-        metrics.item_latency.labels("item").observe(time.perf_counter() - start)
+        tally[r.component.name, s.status] += 1
     return RewardResult.model_construct(id=item.id, reward=reward, status=status, components=components)
