@@ -181,7 +181,7 @@ def test_a_client_keeps_its_throughput_while_another_batch_holds_slow_items(
                 (await client.post("/v1/rewards", json={"items": batch})).raise_for_status()
             alone = 5 * 64 / (time.monotonic() - start)
             slow = [{"id": f"s{i}", "response": STUCK, "ground_truth": "1"} for i in range(6)]
-            a = asyncio.ensure_future(client.post("/v1/rewards", json={"items": slow + [math_item(99)]}))
+            a = asyncio.ensure_future(client.post("/v1/rewards", json={"items": [*slow, math_item(99)]}))
             await asyncio.sleep(1.5)  # A's first items hold both workers and have turned slow
             start, b_done = time.monotonic(), 0
             for _ in range(20):
