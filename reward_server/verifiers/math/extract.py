@@ -288,10 +288,17 @@ _HEDGED_AFTER = re.compile(rf"^{_JOIN}{_JOINED_NUMBER}\s*\.?\s*$", re.IGNORECASE
 _VALUE_SEPARATOR = re.compile(r"^\s*(?:,|;|\bor\b|\band\b|,\s*(?:or|and)\b)\s*$", re.IGNORECASE)
 
 
+# The fallback takes its values from the end of a text only: the value it takes is the last one, and a long
+# reasoning without a final answer (a truncated rollout) cost tens of milliseconds to scan whole (issue 14).
+_FALLBACK_CHARS = 4096
+
+
 def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
     """The last number or LaTeX value of the text, whichever ends last (the longest, on a tie), with the
     values joined to it by ``,``/``or``/``and`` ("3 or 4" is a hedge, "$x=2$ and $x=5$" two roots); a
-    short text with no words (``\\frac{10}{9}``) is the answer as a whole. Linear in the text's length."""
+    short text with no words (``\\frac{10}{9}``) is the answer as a whole. Values are looked for in the
+    last ``_FALLBACK_CHARS`` characters (math spans are paired over the whole text), so a long text without
+    an answer costs little more than a short one."""
     stripped = _MD_NOISE.sub("", text).strip()
     if whole_if_short and len(stripped) <= 60 and "\n" not in stripped and _word_count(stripped) == 0:
         stripped = _strip_math_delimiters(stripped.rstrip(".").strip())
@@ -299,9 +306,14 @@ def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
             return _result_side(stripped)
     spans = _math_spans(text)
     starts = [sp.start for sp in spans]
-    cands: list[tuple[int, int, str]] = [(sp.end, -sp.start, sp.content) for sp in spans]  # (end, -start, text)
+    # From a word boundary, so that the first number of the tail is whole.
+    tail = max(0, len(text) - _FALLBACK_CHARS)
+    tail = max(text.rfind(" ", 0, tail), text.rfind("\n", 0, tail)) + 1 if tail else 0
+    first = bisect.bisect_left([sp.end for sp in spans], tail)
+    # (end, -start, text) of each candidate
+    cands: list[tuple[int, int, str]] = [(sp.end, -sp.start, sp.content) for sp in spans[first:]]
     for pattern in (_NUMBER, _BARE_LATEX_VALUE):
-        for m in pattern.finditer(text):
+        for m in pattern.finditer(text, tail):
             if _outside(spans, m.start(), starts):  # inside a math span, the span is the candidate as a whole
                 cands.append((m.end(), -m.start(), m.group(0)))
     if not cands:
