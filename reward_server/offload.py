@@ -36,12 +36,16 @@ def init_worker(cache_size: int = 4096) -> None:
     init_math_worker(cache_size=cache_size)
 
 
-def score_item(payload: tuple[ItemFields, tuple[tuple[str, Any], ...]]) -> dict[str, ComponentScore]:
-    """Score one item's worker components: ``{name: ComponentScore}`` in the order given."""
-    fields, components = payload
+def score_item(payload: tuple[tuple[Any, ...], tuple[tuple[str, Any], ...]]) -> dict[str, tuple[Any, ...]]:
+    """Score one item's worker components: ``{name: (score, status, detail, info)}`` in the order given.
+
+    The payload's first element is the :class:`ItemFields` as a tuple, and scores go back as tuples: frozen
+    dataclasses with slots pickle through Python code, several microseconds each way.
+    """
+    fields = ItemFields(*payload[0])
     scores: dict[str, ComponentScore] = {}
-    for name, params in components:
+    for name, params in payload[1]:
         score = REGISTRY[name].score
         assert score is not None
         scores[name] = score(fields, params, scores)
-    return scores
+    return {name: (s.score, s.status, s.detail, s.info) for name, s in scores.items()}

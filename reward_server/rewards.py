@@ -79,7 +79,7 @@ async def run_math(
     """Verify one math response on the pool, under its deadline; a hang is ``timeout``, a crash ``error``."""
     item = ItemFields(response, "math", ground_truth=ground_truth)
     params = AccuracyParams(math=options)
-    payload = (item, (("accuracy", params),))
+    payload = (item.as_tuple(), (("accuracy", params),))
     outcome = await ctx.math_pool.submit(payload, timeout_s=ctx.math_item_timeout_s(options))
     s = _worker_scores(outcome, ("accuracy",))["accuracy"]
     return MathVerdict(
@@ -118,6 +118,10 @@ class ItemFields:
     @classmethod
     def of(cls, item: RewardItem) -> ItemFields:
         return cls(item.response, item.task, item.num_tokens, item.language, item.prompt, item.ground_truth)
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        """The fields in order, as the worker pool sends them (``ItemFields(*t)`` rebuilds them)."""
+        return (self.response, self.task, self.num_tokens, self.language, self.prompt, self.ground_truth)
 
 
 @dataclass(frozen=True)
@@ -497,8 +501,7 @@ def _budget_detail(budget_s: float) -> str:
 def _worker_scores(outcome: TaskOutcome, names: Sequence[str]) -> dict[str, ComponentScore]:
     """Each component's score from a worker's outcome; a timeout or crash applies to all of them."""
     if outcome.status is TaskStatus.OK:
-        scores: dict[str, ComponentScore] = outcome.value
-        return scores
+        return {name: ComponentScore(*score) for name, score in outcome.value.items()}
     status = "timeout" if outcome.status is TaskStatus.TIMEOUT else "error"
     return {name: ComponentScore(None, status, outcome.detail) for name in names}
 
@@ -506,7 +509,7 @@ def _worker_scores(outcome: TaskOutcome, names: Sequence[str]) -> dict[str, Comp
 @dataclass
 class _WorkerItem:
     index: int
-    payload: tuple[ItemFields, tuple[tuple[str, BaseModel], ...]]
+    payload: tuple[tuple[Any, ...], tuple[tuple[str, BaseModel], ...]]
     timeout_s: float
     key: tuple[Any, ...]
     chars: int
@@ -583,7 +586,7 @@ async def score_batch(
             elif where is Where.ASYNC:
                 to_sandbox.append((i, r))
         if offload:
-            payload = (fields[i], tuple(offload))
+            payload = (fields[i].as_tuple(), tuple(offload))
             to_workers.append(_WorkerItem(i, payload, timeout_s, key, len(item.response)))
 
     flow = ctx.math_pool.open_flow()
@@ -672,7 +675,7 @@ def _combine(
         detail = s.detail
         if s.score is None and score is not None:
             detail = f"{detail or s.status}; abstained, counted as {score:g} in the reward"
-        components[r.component.name] = ComponentResult.model_construct(
+        components[r.component.name] = ComponentResult(
             score=s.score, weight=r.weight, status=s.status, detail=detail, info=s.info
         )
         if r.weight == 0:
@@ -684,4 +687,4 @@ def _combine(
         elif reward is not None:
             reward += r.weight * score
         tally[r.component.name, s.status] += 1
-    return RewardResult.model_construct(id=item.id, reward=reward, status=status, components=components)
+    return RewardResult(id=item.id, reward=reward, status=status, components=components)
