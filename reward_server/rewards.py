@@ -3,8 +3,9 @@
 A request (or an item) names components, e.g. ``{"accuracy": 1.0, "format": {"weight": 0.5, ...}}``, or a
 preset (``r1_zero``, ``r1``). Each component returns a :class:`~reward_server.verifiers.base.ComponentScore`;
 the item's reward is the weighted sum, or ``None`` when a weighted component could not be scored (its
-status then becomes the item's status). ``accuracy`` dispatches on the item's task: math items go to the
-worker pool under a per-item deadline.
+status then becomes the item's status). Each component says where it runs (:class:`Where`): the worker
+pool (math ``accuracy``, ``format``, ``repetition``: one hand-off per group, under each item's deadline), a
+server thread (``language``), the sandbox (code ``accuracy``) or the event loop (constant-time ones).
 
 This module has no FastAPI in it: routers and the offline ``score`` command both call :func:`score_batch`.
 """
