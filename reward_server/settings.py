@@ -38,7 +38,7 @@ class Settings(BaseSettings):
         5.0,
         gt=0,
         le=600,
-        description="Time limit for one item, in its own time on a worker (not queueing or CPU waits); past it: `timeout`.",
+        description="Time limit for one item, in its own time on a worker (not queueing or CPU waits): then `timeout`.",
     )
     math_max_timeout_s: float = Field(
         30.0, gt=0, le=600, description="Upper bound on a per-request `options.timeout_s`."
