@@ -77,6 +77,8 @@ _ABANDONED_S = 0.25
 # Back-off between attempts to start a worker that died before it was ready.
 _BACKOFF_FIRST_S = 0.5
 _BACKOFF_MAX_S = 30.0
+# Failed starts in a row, with no worker up, after which the pool is unhealthy (it keeps trying).
+_FAILED_STARTS = 5
 # How often a job may go back to the queue because its worker died before taking it up.
 _MAX_HANDOFFS = 3
 # How long throughput is averaged over, for :attr:`WorkerPool.items_per_s`.
@@ -349,6 +351,7 @@ class WorkerPool:
         self._not_serving_since = time.monotonic()
         self._queued = 0
         self._finished: deque[tuple[float, int]] = deque()
+        self._finished_count = 0  # the sum of the counts in _finished
         self._created = time.monotonic()
         self.restarts = 0
 
@@ -399,9 +402,9 @@ class WorkerPool:
         if self.alive > 0:
             return True, None
         down_s = time.monotonic() - self._not_serving_since
-        if self._started and (self._start_failures >= 5 or down_s > self.unhealthy_after_s):
+        if self._started and (self._start_failures >= _FAILED_STARTS or down_s > self.unhealthy_after_s):
             reason = self._last_start_error or "no worker process is up"
-            return False, f"no {self.name} worker has served for {down_s:.0f} s; last start failed: {reason}"
+            return False, f"no {self.name} worker is up (for {down_s:.0f} s); the last start failed: {reason}"
         return True, None
 
     @property
@@ -415,8 +418,8 @@ class WorkerPool:
         now = time.monotonic()
         with self._lock:
             while self._finished and self._finished[0][0] < now - _RATE_WINDOW_S:
-                self._finished.popleft()
-            count = sum(n for _, n in self._finished)
+                self._finished_count -= self._finished.popleft()[1]
+            count = self._finished_count
         return count / max(1e-3, min(_RATE_WINDOW_S, now - self._created))
 
     async def close(self) -> None:
@@ -530,6 +533,7 @@ class WorkerPool:
                 job.remaining -= 1
         if results:
             self._finished.append((time.monotonic(), len(results)))
+            self._finished_count += len(results)
         if job.remaining == 0:
             self._resolve(job)
 
@@ -608,16 +612,24 @@ class WorkerPool:
                 self._slots.remove(slot)
 
     def _note_start_failure(self, error: str) -> bool:
-        """Count a failed start; during :meth:`start` the first one fails the pool (returns True)."""
+        """Count a failed start; during :meth:`start` the first one fails the pool (returns True). Once the
+        pool is unhealthy, what waits for a worker ends ``crashed`` rather than wait for one to start."""
         with self._lock:
             self._start_failures += 1
             self._last_start_error = error
-            if not self._initializing:
-                return False
-            self._initializing = False
-            self._start_error = error
-        self._signal_ready()
-        return True
+            initializing, self._initializing = self._initializing, False
+            if initializing:
+                self._start_error = error
+            flows = list(self._flows.values())
+        if initializing:
+            self._signal_ready()
+            return True
+        healthy, why = self.health
+        if not healthy:
+            lost = TaskOutcome(TaskStatus.CRASHED, detail=f"workers cannot start: {why}")
+            for flow in flows:
+                self._cancel_flow(flow, lost)
+        return False
 
     def _signal_ready(self) -> None:
         loop, event = self._loop, self._all_ready

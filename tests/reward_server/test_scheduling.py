@@ -107,7 +107,7 @@ def test_client_timeout_outlasts_the_server_budget() -> None:
 def test_healthz_fails_while_no_worker_can_start() -> None:
     class Unstartable:
         ready = False
-        health = (False, "no math worker has served for 61 s; last start failed: exit code 7")
+        health = (False, "no math worker is up (for 61 s); the last start failed: exit code 7")
 
     app = create_app(Settings(math_workers=1))
     client = TestClient(app)  # no lifespan: the pool is the stand-in

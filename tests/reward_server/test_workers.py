@@ -275,6 +275,7 @@ async def test_a_pool_whose_workers_stop_starting_turns_unhealthy_then_recovers(
         marker.touch()
         for slot in list(p._slots):
             os.kill(slot.pid, signal.SIGKILL)
+        waiting = asyncio.ensure_future(p.submit({}, timeout_s=5))  # queued while no worker is up
         for _ in range(300):
             if not p.health[0]:
                 break
@@ -282,8 +283,8 @@ async def test_a_pool_whose_workers_stop_starting_turns_unhealthy_then_recovers(
         ok, why = p.health
         assert not ok and not p.ready
         assert "exited with code 7 before it was ready" in (why or "")
-        outcome = await p.submit({}, timeout_s=5)
-        assert outcome.status is TaskStatus.CRASHED and "cannot start" in (outcome.detail or "")
+        for outcome in (await waiting, await p.submit({}, timeout_s=5)):
+            assert outcome.status is TaskStatus.CRASHED and "cannot start" in (outcome.detail or "")
         marker.unlink()
         for _ in range(400):  # the next try (back-off at most 30 s) starts a worker
             if p.health[0] and p.alive:
