@@ -50,14 +50,16 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
     # code endpoints answer 503, while everything else works.
     sandbox_start = asyncio.ensure_future(start_sandbox(settings))
     try:
-        # The language detector's models take seconds to load: do it beside the pool's start, not on the
-        # first request.
-        preload = asyncio.to_thread(default_detector().load) if settings.preload_language_models else asyncio.sleep(0)
-        await asyncio.gather(pool.start(timeout_s=settings.worker_start_timeout_s), preload)
+        await pool.start(timeout_s=settings.worker_start_timeout_s)
         if metrics is not None:
             metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
         logger.info("math pool ready: %d workers", settings.math_workers)
         sandbox, sandbox_unavailable = await sandbox_start
+        if settings.preload_language_models:
+            # The language detector's models take seconds to load: do it now, not on the first request. Not
+            # beside the starts above: the load holds the GIL for seconds at a time, and on a busy machine the
+            # sandbox's start-up probe (a subprocess read from a thread) then ran past its 30 s limit.
+            await asyncio.to_thread(default_detector().load)
         if metrics is not None and sandbox is not None:
             live = sandbox
             metrics.workers_alive.labels("sandbox").set_function(lambda: live.alive)
