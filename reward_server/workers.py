@@ -842,6 +842,7 @@ class WorkerPool:
         other unfinished items go back to the queue (a piece that never started, at most _MAX_HANDOFFS)."""
         with contextlib.suppress(Exception):
             slot.process.kill()
+        self._retire(slot, reason)  # before anything is settled: whoever sees an outcome sees the restart
         status = TaskStatus.TIMEOUT if reason == "timeout" else TaskStatus.CRASHED
         with self._work:
             if current is not None:
@@ -855,7 +856,6 @@ class WorkerPool:
                     self._settle(piece, [(pos, lost) for pos in range(len(piece.indices)) if pos not in done])
                 else:
                     self._enqueue(_Piece(piece.job, rest, handoffs), front=True)
-        self._retire(slot, reason)
 
 
 def _outcome(status: str, value: Any, cpu_s: float) -> TaskOutcome:
