@@ -5,7 +5,7 @@ of ``--items`` completions of ``--chars`` characters each (R1-Zero preset: accur
 second client sends 40 batches of 64 short math items, and a separate process polls ``GET /healthz``
 every 0.1 s. Prints the batch's time, the statuses of both clients' items, the /healthz round trips (max
 and p99) and the server's timeout and restart counters. Before issue 14 the format scoring ran on the event
-loop: this run gave a /healthz stall of 27.6 s, two false ``timeout`` verdicts and two killed workers.
+loop: this run gave a /healthz stall of 48.9 s, two false ``timeout`` verdicts and two killed workers.
 
 Usage: ``python benchmarks/long_batch.py [--items 1024] [--chars 100000]``.
 """
