@@ -15,7 +15,7 @@ from reward_server import __version__
 from reward_server.jsonio import SafeJSONResponse
 from reward_server.metrics import Metrics
 from reward_server.middleware import BodyLimit, RequestMetrics
-from reward_server.routers import code, health, math, rewards
+from reward_server.routers import code, health, math, openrlhf, rewards, slime
 from reward_server.routers import format as format_router
 from reward_server.routers import language as language_router
 from reward_server.routers.cancel import ClientGone
@@ -93,4 +93,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(format_router.router)
     app.include_router(language_router.router)
     app.include_router(code.router)
+    app.include_router(openrlhf.router)
+    app.include_router(slime.router)
     return app

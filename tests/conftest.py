@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -9,6 +10,15 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
+CLIENTS_DIR = REPO_ROOT / "clients"
+#: PYTHONPATH for a process a test starts from this checkout: the server's packages and the light client's.
+CHILD_PYTHONPATH = os.pathsep.join((str(REPO_ROOT), str(CLIENTS_DIR)))
+
+# The light client (clients/rlvr_client) is a second distribution: pytest's `pythonpath` finds it for this
+# process, and processes the tests start (`python -m trainer`) find it through PYTHONPATH, even where the
+# editable install predates it.
+if str(CLIENTS_DIR) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(CLIENTS_DIR)) if p)
 
 
 def data_dir() -> Path:
@@ -39,3 +49,14 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def shared_cases() -> Path:
     return require_file(cases_dir())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``vllm`` need vLLM (the ``vllm`` extra, its own virtual environment): where it is not installed
+    they are deselected, not skipped; .ci/run runs them in the vLLM environment with ``pytest -m vllm``."""
+    if importlib.util.find_spec("vllm") is not None:
+        return
+    deselected = [item for item in items if item.get_closest_marker("vllm")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("vllm")]

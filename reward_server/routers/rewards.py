@@ -7,10 +7,11 @@ from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
-from reward_server.rewards import ComponentSpecError, code_program, score_batch, validate_batch
+from reward_server.rewards import ComponentSpecError, ScoringContext, code_program, score_batch, validate_batch
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
-from reward_server.schemas.rewards import RewardsRequest, RewardsResponse
+from reward_server.schemas.rewards import RewardResult, RewardsRequest, RewardsResponse
+from reward_server.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 
@@ -28,6 +29,21 @@ router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 async def rewards(
     request: RewardsRequest, http: Request, settings: SettingsDep, scoring: ScoringDep
 ) -> RewardsResponse:
+    return RewardsResponse(results=await score_request(request, http, settings, scoring))
+
+
+async def score_request(
+    request: RewardsRequest, http: Request, settings: Settings, scoring: ScoringContext
+) -> list[RewardResult]:
+    """Check a batch against the server's limits, resolve its components and score it: one result per item.
+
+    The trainers' own protocols (``/v1/openrlhf``, ``/v1/slime``) build a :class:`RewardsRequest` and come here.
+
+    Raises:
+        HTTPException: 413, more items than ``max_batch_items``.
+        RequestValidationError: a field over a limit or a bad component; ``loc`` is the batch's
+            (``("body", "items", i, ...)``).
+    """
     if len(request.items) > settings.max_batch_items:
         raise HTTPException(
             status_code=413,
@@ -55,5 +71,4 @@ async def rewards(
             errors += check_code_limits(settings, source=program, source_field="response", loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
-    results = await unless_disconnected(http, score_batch(request.items, resolved, scoring))
-    return RewardsResponse(results=results)
+    return await unless_disconnected(http, score_batch(request.items, resolved, scoring))
