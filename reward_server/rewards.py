@@ -21,20 +21,22 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reward_server.metrics import Metrics
+from reward_server.models import ModelCatalog, RewardModels
 from reward_server.schemas.code import CodeAccuracyParams
 from reward_server.schemas.format import FormatParams
 from reward_server.schemas.language import LanguageParams
 from reward_server.schemas.math import MathOptionsModel
+from reward_server.schemas.reward_model import RewardModelParams
 from reward_server.schemas.rewards import ComponentResult, ComponentSpec, RewardItem, RewardResult
 from reward_server.schemas.shaping import CosineParams, OverlongParams, RepetitionParams
-from reward_server.schemas.steps import StepResult, StepsRequest
+from reward_server.step_rewards import check_steps, score_steps
 from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.code import code_options, extract_code, required_names, score_code
 from reward_server.verifiers.format import score_format
 from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import MathStatus, MathVerdict
+from reward_server.verifiers.reward_model import normalize_score
 from reward_server.verifiers.shaping import score_cosine, score_overlong, score_repetition
-from reward_server.verifiers.steps import score_arithmetic_step, split_steps
 from reward_server.workers import TaskStatus, WorkerPool
 from sandbox import Limits, Sandbox
 
@@ -51,6 +53,8 @@ class ScoringContext:
         sandbox: the code sandbox, or ``None`` where code execution is unavailable (``sandbox_unavailable``
             says why).
         code_limits / code_max_limits: a code run's default limits, and the most a request may ask for.
+        reward_models: the model workers (``reward_model``, ``prm``), or ``None`` where no model is configured;
+            ``models`` says which the server has, and why the others are unavailable.
     """
 
     math_pool: WorkerPool
@@ -61,6 +65,8 @@ class ScoringContext:
     sandbox_unavailable: str | None = None
     code_limits: Limits = field(default_factory=Limits)
     code_max_limits: Limits = field(default_factory=Limits)
+    reward_models: RewardModels | None = None
+    models: ModelCatalog = field(default_factory=ModelCatalog.none)
 
 
 async def run_math(
@@ -203,6 +209,47 @@ async def _repetition(ic: ItemContext, params: RepetitionParams) -> ComponentSco
     return score_repetition(ic.item.response, params)
 
 
+def reward_model_problem(params: RewardModelParams, catalog: ModelCatalog) -> str | None:
+    """Why ``reward_model`` with ``params`` cannot run on this server (no model, a label it lacks, a
+    normalisation it cannot do), else ``None``."""
+    why = catalog.reason("reward_model")
+    if why is not None:
+        return f"the reward_model component is unavailable: {why}"
+    info = catalog.infos["reward_model"]
+    if params.label >= info.num_labels:
+        return f"label {params.label} is out of range: the reward model has {info.num_labels} label(s)"
+    if params.normalize == "softmax" and info.num_labels < 2:
+        return "softmax over a single label is always 1: use sigmoid"
+    if params.normalize == "standardize" and None in (
+        params.mean if params.mean is not None else info.mean,
+        params.std if params.std is not None else info.std,
+    ):
+        return "standardize needs mean and std: give them, or use a model whose config.json has them"
+    return None
+
+
+async def _reward_model(ic: ItemContext, params: RewardModelParams) -> ComponentScore:
+    models = ic.ctx.reward_models
+    problem = reward_model_problem(params, ic.ctx.models)
+    if problem is not None or models is None:  # validation turns these into a 422 first
+        return ComponentScore(None, "unavailable", problem or "the reward models are not running")
+    info = ic.ctx.models.infos["reward_model"]
+    [outcome] = await models.score("sequence", [(ic.item.prompt, ic.item.response, params.scope, None)])
+    if outcome.status != "ok":
+        return ComponentScore(None, outcome.status, outcome.detail)
+    score = normalize_score(
+        outcome.value,
+        label=params.label,
+        normalize=params.normalize,
+        mean=params.mean if params.mean is not None else info.mean,
+        std=params.std if params.std is not None else info.std,
+    )
+    info_out: dict[str, Any] = {"logits": outcome.value}
+    if outcome.truncated_tokens:
+        info_out["truncated_tokens"] = outcome.truncated_tokens
+    return ComponentScore(score, "ok", None, info_out)
+
+
 REGISTRY: dict[str, Component] = {
     c.name: c
     for c in (
@@ -225,6 +272,12 @@ REGISTRY: dict[str, Component] = {
             "cosine", "Length-scaled reward by correctness (Yeo et al. 2025).", CosineParams, _cosine, ("accuracy",)
         ),
         Component("repetition", "n-gram repetition penalty, in [max_penalty, 0].", RepetitionParams, _repetition),
+        Component(
+            "reward_model",
+            "A sequence-classification reward model's score (RLVR_REWARD_MODEL_PATH; DeepSeek-R1 phase 4).",
+            RewardModelParams,
+            _reward_model,
+        ),
     )
 }
 
@@ -236,27 +289,6 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 DEFAULT_COMPONENTS: dict[str, float] = {"accuracy": 1.0}
-
-#: Step components: one step's text -> its score (process supervision; ``verifiers/steps.py``).
-STEP_COMPONENTS: dict[str, Callable[[str], ComponentScore]] = {"arithmetic": score_arithmetic_step}
-
-
-def with_request_steps(items: list[RewardItem], steps: StepsRequest | None) -> list[RewardItem]:
-    """The items, with the request's ``steps`` given to those that do not ask for their own."""
-    if steps is None:
-        return items
-    return [item if item.steps is not None else item.model_copy(update={"steps": steps}) for item in items]
-
-
-def score_steps(response: str, request: StepsRequest) -> list[StepResult]:
-    """Split ``response`` into steps and score each with the requested step component (see ``verifiers/steps``)."""
-    component = STEP_COMPONENTS[request.component]
-    out = []
-    for step in split_steps(response, request.separator, request.scope):
-        s = component(response[step.start : step.end])
-        out.append(StepResult(start=step.start, end=step.end, score=s.score, status=s.status, detail=s.detail))
-    return out
-
 
 # ============================================================================ resolution
 
@@ -275,6 +307,7 @@ class ResolvedComponent:
     component: Component
     weight: float
     params: BaseModel
+    loc: tuple[str | int, ...] = ()  # where it was named, for errors found later
 
 
 def available_presets() -> dict[str, dict[str, float]]:
@@ -371,7 +404,7 @@ def resolve_components(
             raise ComponentSpecError(
                 (*loc, *bad), f"{name}.{'.'.join(map(str, bad))}: must be finite, |x| <= {_MAX_ABS:g}"
             )
-        resolved.append(ResolvedComponent(component, float(weight), params))
+        resolved.append(ResolvedComponent(component, float(weight), params, loc))
     return resolved
 
 
@@ -397,8 +430,12 @@ def validate_batch(
     items: list[RewardItem],
     request_components: Mapping[str, ComponentSpec] | None,
     request_preset: str | None,
+    models: ModelCatalog | None = None,
 ) -> list[list[ResolvedComponent]]:
     """Resolve every item's components before any work starts, so a bad item fails the request early.
+
+    ``models`` (the server's :class:`ModelCatalog`) also rejects a model component the server lacks, or one
+    whose parameters its model cannot serve; without it they are not checked here.
 
     Raises:
         ComponentSpecError: with a ``loc`` from the request root, e.g. ``("items", 3, "components", "foo")``.
@@ -412,14 +449,18 @@ def validate_batch(
                 f"duplicate id {item.id!r} (also item {seen[item.id]}); ids must be unique in a batch",
             )
         seen[item.id] = i
-        if item.steps is not None and item.steps.component not in STEP_COMPONENTS:
-            raise ComponentSpecError(
-                ("items", i, "steps", "component"),
-                f"unknown step component {item.steps.component!r}; valid: {', '.join(sorted(STEP_COMPONENTS))}",
-            )
+        if item.steps is not None:
+            problem = check_steps(item.steps, models)
+            if problem is not None:
+                raise ComponentSpecError(("items", i, "steps", "component"), problem)
         resolved = resolve_components(
             item.components, item.preset, request_components, request_preset, item_loc=("items", i)
         )
+        for r in resolved:
+            if models is not None and isinstance(r.params, RewardModelParams):
+                problem = reward_model_problem(r.params, models)
+                if problem is not None:
+                    raise ComponentSpecError(r.loc, problem)
         try:
             _check_item(item, resolved)
         except ComponentSpecError as exc:
@@ -475,13 +516,10 @@ async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: S
             ctx.metrics.verdicts.labels(r.component.name, s.status).inc()
             if s.status == "timeout":
                 ctx.metrics.timeouts.labels(r.component.name).inc()
-    steps = None
-    if item.steps is not None:  # regex work over the whole completion: off the event loop
-        steps = await asyncio.to_thread(score_steps, item.response, item.steps)
     if ctx.metrics is not None:
         ctx.metrics.items.labels(item.task).inc()
         ctx.metrics.item_latency.labels("item").observe(time.perf_counter() - start)
-    return RewardResult(id=item.id, reward=reward, status=status, components=components, steps=steps)
+    return RewardResult(id=item.id, reward=reward, status=status, components=components)
 
 
 async def score_batch(
@@ -492,6 +530,13 @@ async def score_batch(
     """Score a validated batch; results in item order, exactly one per item.
 
     All items are submitted at once: math items spread over the pool's workers (a group's reference is
-    parsed once, on the worker that holds it), code items over the sandbox pool.
+    parsed once, on the worker that holds it), code items over the sandbox pool, model components to the
+    model workers. Step rewards, for the items that ask for them, are scored beside (``step_rewards``).
     """
-    return list(await asyncio.gather(*(score_item(it, rc, ctx) for it, rc in zip(items, resolved, strict=True))))
+    results, steps = await asyncio.gather(
+        asyncio.gather(*(score_item(it, rc, ctx) for it, rc in zip(items, resolved, strict=True))),
+        score_steps(items, ctx),
+    )
+    for result, item_steps in zip(results, steps, strict=True):
+        result.steps = item_steps
+    return list(results)

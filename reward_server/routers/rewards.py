@@ -7,18 +7,12 @@ from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
-from reward_server.rewards import (
-    ComponentSpecError,
-    ScoringContext,
-    code_program,
-    score_batch,
-    validate_batch,
-    with_request_steps,
-)
+from reward_server.rewards import ComponentSpecError, ScoringContext, code_program, score_batch, validate_batch
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
 from reward_server.schemas.rewards import RewardResult, RewardsRequest, RewardsResponse
 from reward_server.settings import Settings
+from reward_server.step_rewards import with_request_steps
 
 router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 
@@ -68,7 +62,7 @@ async def score_request(
         raise RequestValidationError(errors)
     items = with_request_steps(request.items, request.steps)
     try:
-        resolved = validate_batch(items, request.components, request.preset)
+        resolved = validate_batch(items, request.components, request.preset, scoring.models)
     except ComponentSpecError as exc:
         raise RequestValidationError([{"loc": ("body", *exc.loc), "msg": exc.msg, "type": "value_error"}]) from exc
     for i, (item, components) in enumerate(zip(items, resolved, strict=True)):
