@@ -249,6 +249,9 @@ class RewardModels:
                 "trust_remote_code": settings.reward_model_trust_remote_code,
             },
             on_restart=on_restart,
+            # A hand-off's deadline is wall time on its worker: a forward pass runs on many threads (or waits on
+            # a GPU), so its CPU time says little. A worker is never doubled for a slow hand-off either: each
+            # one holds a copy of the models.
             grace_s=0.0,
         )
         started = time.perf_counter()

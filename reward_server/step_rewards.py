@@ -18,6 +18,7 @@ A step that has no score is left out by the trainer (it adds nothing to any toke
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -67,8 +68,15 @@ def _split_and_check(items: Sequence[RewardItem]) -> list[tuple[list[Step], list
         assert item.steps is not None
         steps = split_steps(item.response, item.steps.separator, item.steps.scope)
         rule = RULE_STEP_COMPONENTS.get(item.steps.component)
-        out.append((steps, None if rule is None else [rule(item.response[s.start : s.end]) for s in steps]))
+        out.append((steps, None if rule is None else [_checked(rule, item.response[s.start : s.end]) for s in steps]))
     return out
+
+
+def _checked(rule: Callable[[str], ComponentScore], text: str) -> ComponentScore:
+    try:
+        return rule(text)
+    except Exception as exc:  # a bug in a rule costs its step, not the request
+        return ComponentScore(None, "error", f"{type(exc).__name__}: {exc}"[:500])
 
 
 def _step_result(step: Step, score: ComponentScore) -> StepResult:
@@ -95,6 +103,14 @@ async def score_steps(items: Sequence[RewardItem], ctx: ScoringContext) -> list[
         results = await _score_with_prm(items, to_model, ctx)
         for (i, _), result in zip(to_model, results, strict=True):
             out[i] = result
+    if ctx.metrics is not None:
+        tally: Counter[tuple[str, str]] = Counter()
+        for i in asked:
+            request = items[i].steps
+            assert request is not None
+            tally.update((f"step:{request.component}", s.status) for s in out[i] or ())
+        for (name, status), n in tally.items():
+            ctx.metrics.verdicts.labels(name, status).inc(n)
     return out
 
 

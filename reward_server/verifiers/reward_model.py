@@ -120,16 +120,19 @@ def step_probability(logits: Sequence[float], label: int) -> float:
 
 
 def answer_text(response: str, think_tag: str = "think") -> str:
-    """What follows the reasoning: the text after ``</think>``; empty when the think block never closes (the
-    completion ran out of tokens while thinking); the whole completion when it has no think tag at all.
+    """What follows the reasoning: the text after the first ``</think>`` (after ``<think>`` when there is one);
+    empty when the think block never closes (the completion ran out of tokens while thinking); the whole
+    completion when it has no think tag at all. The reasoning is cut as for step rewards
+    (:func:`reward_server.verifiers.steps.reasoning_span`).
 
     DeepSeek-R1 scores helpfulness on this part alone ("the final summary", section 2.3.4).
     """
-    closing = f"</{think_tag}>"
-    close_at = response.rfind(closing)
+    opening, closing = f"<{think_tag}>", f"</{think_tag}>"
+    open_at = response.find(opening)
+    close_at = response.find(closing, open_at + len(opening) if open_at >= 0 else 0)
     if close_at >= 0:
         return response[close_at + len(closing) :]
-    return "" if f"<{think_tag}>" in response else response
+    return "" if open_at >= 0 else response
 
 
 def with_step_marks(text: str, step_ends: Sequence[int], step_tag: str | None) -> tuple[str, list[int]]:

@@ -71,7 +71,7 @@ def test_step_probability_by_hand() -> None:
         ("a</think>b", "b"),  # a prefilled <think>
         ("<think>still thinking", ""),  # never closed: no answer yet
         ("no tags at all", "no tags at all"),
-        ("<think>x</think>y</think>z", "z"),  # the last closing tag ends the reasoning
+        ("<think>x</think>y</think>z", "y</think>z"),  # the first closing tag ends it, as for steps
     ],
 )
 def test_answer_text(response: str, answer: str) -> None:
