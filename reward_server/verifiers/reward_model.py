@@ -241,8 +241,11 @@ def init_worker(
     """
     import torch
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
 
     global _STATE
+    # No progress bars in a server's log (tqdm's lock would also leave a semaphore behind a killed worker).
+    transformers_logging.disable_progress_bar()
     if threads is not None:
         torch.set_num_threads(threads)
     if device == "auto":
