@@ -52,6 +52,8 @@ _CASE_STATUSES = (
     Status.TIMEOUT,
     Status.MEMORY_LIMIT,
     Status.OUTPUT_LIMIT,
+    # The checker's word (it alone has the nonce) that the host kept the program from a CPU past the ceiling.
+    Status.SANDBOX_ERROR,
 )
 
 

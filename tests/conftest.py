@@ -31,14 +31,29 @@ def cases_dir() -> Path:
     return Path(os.environ.get("RLVR_CASES_DIR", REPO_ROOT.parent / "shared" / "cases"))
 
 
+def _missing(path: Path) -> str:
+    variable = "RLVR_CASES_DIR" if path.is_relative_to(cases_dir()) else "RLVR_DATA_DIR"
+    folder = "cases" if variable == "RLVR_CASES_DIR" else "data"
+    return f"{path} is missing: set {variable} to the shared {folder} folder (shared/{folder} of the project)"
+
+
 def require_file(path: Path) -> Path:
     """Return ``path``; skip the test where it is missing, except in CI where that is a failure."""
     if not path.exists():
-        reason = f"{path} is missing: set RLVR_DATA_DIR / RLVR_CASES_DIR to the shared data folder"
         if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+            pytest.fail(_missing(path))
+        pytest.skip(_missing(path))
     return path
+
+
+def cases_or_placeholder(cases: list[dict], name: str) -> list:
+    """Parameters for a test over the shared cases of ``name``: the cases, or where the file is missing one
+    placeholder that skips naming the variable to set (pytest alone says only "got empty parameter set").
+    Under ``CI=true`` there is no placeholder: the file's own presence test fails instead."""
+    path = cases_dir() / name
+    if cases or IN_CI or path.exists():
+        return cases
+    return [pytest.param(None, id="missing", marks=pytest.mark.skip(reason=_missing(path)))]
 
 
 @pytest.fixture(scope="session")

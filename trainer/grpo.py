@@ -241,6 +241,7 @@ def aggregate_loss(
     max_completion_length: int,
     num_items_in_batch: int | float | torch.Tensor | None = None,
     gradient_accumulation_steps: int = 1,
+    num_items_in_micro_batch: int | float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce per-token losses of one micro-batch to the scalar that is back-propagated.
 
@@ -263,6 +264,9 @@ def aggregate_loss(
         num_items_in_batch: completion tokens in the accumulated batch; required for ``dapo``.
         gradient_accumulation_steps: micro-batches per optimizer step; ``grpo``, ``bnpo`` and ``dr_grpo``
             divide by it so the accumulated gradient is the batch mean.
+        num_items_in_micro_batch: ``bnpo``'s normaliser; ``None`` counts the tokens in ``mask``. With several
+            processes the loop passes the micro-step's tokens over all ranks divided by their number, since the
+            ranks' gradients are averaged (likewise ``num_items_in_batch`` for ``dapo``).
 
     Raises:
         ValueError: unknown ``loss_type``, or ``dapo`` without ``num_items_in_batch``.
@@ -272,7 +276,8 @@ def aggregate_loss(
     if loss_type == "grpo":
         loss = (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
     elif loss_type == "bnpo":
-        loss = masked.sum() / mask.sum().clamp(min=1.0)
+        count = mask.sum() if num_items_in_micro_batch is None else num_items_in_micro_batch
+        loss = masked.sum() / torch.as_tensor(count, dtype=per_token_loss.dtype).clamp(min=1.0)
     elif loss_type == "dr_grpo":
         loss = masked.sum() / (per_token_loss.size(0) * max_completion_length)
     elif loss_type == "dapo":
@@ -367,6 +372,7 @@ def grpo_loss(
     num_items_in_batch: int | float | torch.Tensor | None = None,
     gradient_accumulation_steps: int = 1,
     importance_weights: torch.Tensor | None = None,
+    num_items_in_micro_batch: int | float | torch.Tensor | None = None,
 ) -> LossOutput:
     """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
 
@@ -378,8 +384,8 @@ def grpo_loss(
         old_logp: ``(B, T)`` sampling policy's log-probs (no grad).
         advantages: ``(B,)``.
         mask: ``(B, T)`` completion tokens that count.
-        loss_type, max_completion_length, num_items_in_batch, gradient_accumulation_steps: see
-            :func:`aggregate_loss`.
+        loss_type, max_completion_length, num_items_in_batch, gradient_accumulation_steps,
+            num_items_in_micro_batch: see :func:`aggregate_loss`.
         epsilon, epsilon_high: see :func:`clipped_surrogate`.
         beta: KL coefficient.
         ref_logp: ``(B, T)`` reference log-probs, required when ``beta > 0``.
@@ -398,6 +404,7 @@ def grpo_loss(
         max_completion_length=max_completion_length,
         num_items_in_batch=num_items_in_batch,
         gradient_accumulation_steps=gradient_accumulation_steps,
+        num_items_in_micro_batch=num_items_in_micro_batch,
     )
     policy_part = agg(per_token, mask)
     if beta != 0.0:

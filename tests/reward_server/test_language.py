@@ -25,7 +25,7 @@ from reward_server.verifiers.language import (
     analyze,
     score_language,
 )
-from tests.conftest import CHILD_PYTHONPATH, cases_dir, data_dir, require_file
+from tests.conftest import CHILD_PYTHONPATH, cases_dir, cases_or_placeholder, data_dir, require_file
 
 PARAMS = LanguageParams()
 MULTILINGUAL = Path(__file__).parent / "data" / "multilingual.jsonl"
@@ -41,7 +41,7 @@ def _cases() -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", cases_or_placeholder(_cases(), "language.jsonl"), ids=lambda c: c["id"])
 def test_shared_case(case: dict) -> None:
     require_file(cases_dir() / "language.jsonl")
     result = score_language(case["input"]["completion"], PARAMS, target=case["input"]["target_language"])

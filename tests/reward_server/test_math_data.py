@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from reward_server.verifiers.math import MathOptions, verify_math
+from tests.conftest import require_file
 
 pytestmark = pytest.mark.data
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # The folder may be there without this file (a partial copy): skip naming the variable, as for the folder.
+    return [json.loads(line) for line in require_file(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _wrong_value(answer: str) -> str:

@@ -108,6 +108,21 @@ def test_set_needs_key_value() -> None:
         parse_overrides(["max_steps"])
 
 
+def test_an_unknown_set_option_is_blamed_on_the_command_line_not_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("model_name_or_path: m\ntrain_data: t.jsonl\n")
+    result = CliRunner().invoke(app, ["train", "--config", str(path), "--set", "lr=1e-5"])
+    assert result.exit_code == 2
+    assert "config error: unknown option 'lr' in --set lr=1e-5. Did you mean 'learning_rate'?" in result.output
+    assert str(path) not in result.output
+    with pytest.raises(ConfigError, match=r"^option 'num_train_epochs' in --set num_train_epochs=3 is not supported"):
+        load_config(path, parse_overrides(["num_train_epochs=3"]))
+    # The same name in the file is still the file's.
+    path.write_text("model_name_or_path: m\ntrain_data: t.jsonl\nlr: 1.0e-5\n")
+    with pytest.raises(ConfigError, match=f"unknown option 'lr' in {path}"):
+        load_config(path, {})
+
+
 def test_cli_reports_a_config_error_without_traceback(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("model_name_or_path: m\ntrain_data: t.jsonl\nnum_generations: 1\n")

@@ -387,7 +387,7 @@ def test_prompts_are_rendered_before_any_model_loads(
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setattr(train_module, "_load_model", lambda *a: pytest.fail("the model loaded before the data check"))
-    with pytest.raises(DataError, match=r"chat\.jsonl row 1: the prompt cannot be rendered: unknown role robot"):
+    with pytest.raises(DataError, match=r"chat\.jsonl:2: the prompt cannot be rendered: unknown role robot"):
         train(_config(model_dir, (data, data), tmp_path / "run"), scorer=StandInServer().scorer())
 
 
