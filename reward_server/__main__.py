@@ -45,6 +45,7 @@ def serve(
     """Start the HTTP server with the settings from RLVR_* variables and these flags."""
     import uvicorn
 
+    from reward_server.models import ModelCatalog, ModelError
     from reward_server.settings import Settings
 
     # Flags win over the environment; child processes (uvicorn workers) read the same variables.
@@ -55,6 +56,10 @@ def serve(
     if workers is not None:
         os.environ["RLVR_HTTP_WORKERS"] = str(workers)
     settings = Settings()
+    try:  # a configured reward model that cannot be used: one line now, not a traceback from each worker
+        ModelCatalog.from_settings(settings)
+    except ModelError as exc:
+        _fail(str(exc), 2)
     uvicorn.run(
         "reward_server.app:create_app",
         factory=True,
@@ -142,8 +147,10 @@ def _validate_offline(
     """Validate every item as the server would, naming the line of the first bad one."""
     from pydantic import ValidationError
 
+    from reward_server.models import ModelCatalog, ModelError
     from reward_server.rewards import ComponentSpecError, validate_batch
     from reward_server.schemas.rewards import RewardItem
+    from reward_server.settings import Settings
 
     items = []
     for row, n in zip(rows, lines, strict=True):
@@ -153,7 +160,11 @@ def _validate_offline(
             err = exc.errors()[0]
             _fail(f"{path}:{n}: {'.'.join(map(str, err['loc']))}: {err['msg']}", 2)
     try:
-        return items, validate_batch(items, None, preset)
+        catalog = ModelCatalog.from_settings(Settings())
+    except ModelError as exc:
+        _fail(str(exc), 2)
+    try:
+        return items, validate_batch(items, None, preset, catalog)
     except ComponentSpecError as exc:
         where = f"{path}:{lines[int(exc.loc[1])]}" if exc.loc[:1] == ("items",) else str(path)
         _fail(f"{where}: {exc.msg}", 2)

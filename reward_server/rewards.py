@@ -25,17 +25,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reward_server.metrics import Metrics
+from reward_server.models import ModelCatalog, RewardModels
 from reward_server.schemas.code import CodeAccuracyParams
 from reward_server.schemas.format import FormatParams
 from reward_server.schemas.language import LanguageParams
 from reward_server.schemas.math import MathOptionsModel
+from reward_server.schemas.reward_model import RewardModelParams
 from reward_server.schemas.rewards import ComponentResult, ComponentSpec, RewardItem, RewardResult
 from reward_server.schemas.shaping import CosineParams, OverlongParams, RepetitionParams
+from reward_server.step_rewards import check_steps, score_steps
 from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.code import code_options, extract_code, required_names, score_code
 from reward_server.verifiers.format import score_format
 from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import MathStatus, MathVerdict, verify_payload
+from reward_server.verifiers.reward_model import normalize_score
 from reward_server.verifiers.shaping import score_cosine, score_overlong, score_repetition
 from reward_server.workers import TaskOutcome, TaskStatus, WorkerPool
 from sandbox import Limits, Sandbox
@@ -56,6 +60,8 @@ class ScoringContext:
         sandbox: the code sandbox, or ``None`` where code execution is unavailable (``sandbox_unavailable``
             says why).
         code_limits / code_max_limits: a code run's default limits, and the most a request may ask for.
+        reward_models: the model workers (``reward_model``, ``prm``), or ``None`` where no model is configured;
+            ``models`` says which the server has, and why the others are unavailable.
     """
 
     math_pool: WorkerPool
@@ -67,6 +73,8 @@ class ScoringContext:
     sandbox_unavailable: str | None = None
     code_limits: Limits = field(default_factory=Limits)
     code_max_limits: Limits = field(default_factory=Limits)
+    reward_models: RewardModels | None = None
+    models: ModelCatalog = field(default_factory=ModelCatalog.none)
 
     def math_item_timeout_s(self, options: MathOptionsModel | None) -> float:
         """One math item's limit: the request's ``timeout_s`` if any, capped by ``math_max_timeout_s``."""
@@ -249,6 +257,47 @@ def _repetition(item: ItemFields, params: RepetitionParams, done: Mapping[str, C
     return score_repetition(item.response, params)
 
 
+def reward_model_problem(params: RewardModelParams, catalog: ModelCatalog) -> str | None:
+    """Why ``reward_model`` with ``params`` cannot run on this server (no model, a label it lacks, a
+    normalisation it cannot do), else ``None``."""
+    why = catalog.reason("reward_model")
+    if why is not None:
+        return f"the reward_model component is unavailable: {why}"
+    info = catalog.infos["reward_model"]
+    if params.label >= info.num_labels:
+        return f"label {params.label} is out of range: the reward model has {info.num_labels} label(s)"
+    if params.normalize == "softmax" and info.num_labels < 2:
+        return "softmax over a single label is always 1: use sigmoid"
+    if params.normalize == "standardize" and None in (
+        params.mean if params.mean is not None else info.mean,
+        params.std if params.std is not None else info.std,
+    ):
+        return "standardize needs mean and std: give them, or use a model whose config.json has them"
+    return None
+
+
+async def _reward_model(ic: ItemContext, params: RewardModelParams) -> ComponentScore:
+    models = ic.ctx.reward_models
+    problem = reward_model_problem(params, ic.ctx.models)
+    if problem is not None or models is None:  # validation turns these into a 422 first
+        return ComponentScore(None, "unavailable", problem or "the reward models are not running")
+    info = ic.ctx.models.infos["reward_model"]
+    [outcome] = await models.score("sequence", [(ic.item.prompt, ic.item.response, params.scope, None)])
+    if outcome.status != "ok":
+        return ComponentScore(None, outcome.status, outcome.detail)
+    score = normalize_score(
+        outcome.value,
+        label=params.label,
+        normalize=params.normalize,
+        mean=params.mean if params.mean is not None else info.mean,
+        std=params.std if params.std is not None else info.std,
+    )
+    info_out: dict[str, Any] = {"logits": outcome.value}
+    if outcome.truncated_tokens:
+        info_out["truncated_tokens"] = outcome.truncated_tokens
+    return ComponentScore(score, "ok", None, info_out)
+
+
 REGISTRY: dict[str, Component] = {
     c.name: c
     for c in (
@@ -293,6 +342,13 @@ REGISTRY: dict[str, Component] = {
             Where.WORKER,
             score=_repetition,
         ),
+        Component(
+            "reward_model",
+            "A sequence-classification reward model's score (RLVR_REWARD_MODEL_PATH; DeepSeek-R1 phase 4).",
+            RewardModelParams,
+            Where.ASYNC,  # waits on the model workers (reward_server.models)
+            run=_reward_model,
+        ),
     )
 }
 assert all(not c.needs or c.where is Where.INLINE for c in REGISTRY.values()), "only INLINE components may need"
@@ -305,7 +361,6 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 DEFAULT_COMPONENTS: dict[str, float] = {"accuracy": 1.0}
-
 
 # ============================================================================ resolution
 
@@ -324,6 +379,7 @@ class ResolvedComponent:
     component: Component
     weight: float
     params: BaseModel
+    loc: tuple[str | int, ...] = ()  # where it was named, for errors found later
 
 
 def available_presets() -> dict[str, dict[str, float]]:
@@ -420,7 +476,7 @@ def resolve_components(
             raise ComponentSpecError(
                 (*loc, *bad), f"{name}.{'.'.join(map(str, bad))}: must be finite, |x| <= {_MAX_ABS:g}"
             )
-        resolved.append(ResolvedComponent(component, float(weight), params))
+        resolved.append(ResolvedComponent(component, float(weight), params, loc))
     return resolved
 
 
@@ -446,8 +502,12 @@ def validate_batch(
     items: list[RewardItem],
     request_components: Mapping[str, ComponentSpec] | None,
     request_preset: str | None,
+    models: ModelCatalog | None = None,
 ) -> list[list[ResolvedComponent]]:
     """Resolve every item's components before any work starts, so a bad item fails the request early.
+
+    ``models`` (the server's :class:`ModelCatalog`) also rejects a model component the server lacks, or one
+    whose parameters its model cannot serve; without it they are not checked here.
 
     Raises:
         ComponentSpecError: with a ``loc`` from the request root, e.g. ``("items", 3, "components", "foo")``.
@@ -462,6 +522,10 @@ def validate_batch(
                 f"duplicate id {item.id!r} (also item {seen[item.id]}); ids must be unique in a batch",
             )
         seen[item.id] = i
+        if item.steps is not None:
+            problem = check_steps(item.steps, models)
+            if problem is not None:
+                raise ComponentSpecError(("items", i, "steps", "component"), problem)
         if item.components is None and item.preset is None:
             # Most batches name components once, for every item: resolve them once (one shared list).
             if shared is None:
@@ -471,6 +535,11 @@ def validate_batch(
             resolved = resolve_components(
                 item.components, item.preset, request_components, request_preset, item_loc=("items", i)
             )
+        for r in resolved:
+            if models is not None and isinstance(r.params, RewardModelParams):
+                problem = reward_model_problem(r.params, models)
+                if problem is not None:
+                    raise ComponentSpecError(r.loc, problem)
         try:
             _check_item(item, resolved)
         except ComponentSpecError as exc:
@@ -551,12 +620,12 @@ def _in_thread(jobs: list[tuple[int, Component, ItemFields, BaseModel]], out: li
             out[k] = ComponentScore(None, "error", f"{type(exc).__name__}: {exc}"[:500])
 
 
-async def score_batch(
+async def _score_components(
     items: list[RewardItem],
     resolved: list[list[ResolvedComponent]],
     ctx: ScoringContext,
 ) -> list[RewardResult]:
-    """Score a validated batch; results in item order, exactly one per item.
+    """The components of a validated batch; results in item order, exactly one per item.
 
     Each component runs where :class:`Where` says, all at once: the items' ``WORKER`` components go to the
     pool in one hand-off per group (completions that share a reference), ``THREAD`` ones to one server
@@ -689,3 +758,19 @@ def _combine(
             reward += r.weight * score
         tally[r.component.name, s.status] += 1
     return RewardResult(id=item.id, reward=reward, status=status, components=components)
+
+
+async def score_batch(
+    items: list[RewardItem],
+    resolved: list[list[ResolvedComponent]],
+    ctx: ScoringContext,
+) -> list[RewardResult]:
+    """Score a validated batch; results in item order, exactly one per item.
+
+    The components run as :func:`_score_components` says; step rewards, for the items that ask for them, are
+    scored beside them (:mod:`reward_server.step_rewards`).
+    """
+    results, steps = await asyncio.gather(_score_components(items, resolved, ctx), score_steps(items, ctx))
+    for result, item_steps in zip(results, steps, strict=True):
+        result.steps = item_steps
+    return results

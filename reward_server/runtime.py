@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from reward_server.code_sandbox import start_sandbox
 from reward_server.metrics import Metrics
+from reward_server.models import ModelCatalog, RewardModels
 from reward_server.offload import PRELOAD
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
@@ -23,15 +24,25 @@ MATH_HANDLER = "reward_server.offload:score_item"
 
 @asynccontextmanager
 async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) -> AsyncIterator[ScoringContext]:
-    """Start the math worker pool, yield a ready :class:`ScoringContext`, and stop everything on exit.
+    """Start the math worker pool (and the reward models, where configured), yield a ready
+    :class:`ScoringContext`, and stop everything on exit.
 
     Raises:
-        TimeoutError: the workers did not start within ``settings.worker_start_timeout_s``.
+        TimeoutError: the workers did not start within ``settings.worker_start_timeout_s`` (the models within
+            ``settings.model_start_timeout_s``).
+        ModelError: a configured reward model cannot be used (the message says why and what to set).
+        RuntimeError: a model worker could not load its models.
     """
+    # Checked before anything starts: a configured model that cannot load must stop the server at once.
+    catalog = ModelCatalog.from_settings(settings)
 
     def on_restart(reason: str) -> None:
         if metrics is not None:
             metrics.worker_restarts.labels("math", reason).inc()
+
+    def on_model_restart(reason: str) -> None:
+        if metrics is not None:
+            metrics.worker_restarts.labels("reward_model", reason).inc()
 
     pool = WorkerPool(
         MATH_HANDLER,
@@ -49,11 +60,18 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
     # The sandbox starts beside the pool; where it cannot run, code scores are sandbox_error and the
     # code endpoints answer 503, while everything else works.
     sandbox_start = asyncio.ensure_future(start_sandbox(settings))
+    models: RewardModels | None = None
     try:
         await pool.start(timeout_s=settings.worker_start_timeout_s)
         if metrics is not None:
             metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
         logger.info("math pool ready: %d workers", settings.math_workers)
+        # After the math pool: its workers come from a forkserver that pre-imports the math verifier, and the
+        # first pool to start it sets what it pre-imports.
+        models = await RewardModels.start(settings, catalog, on_model_restart)
+        if metrics is not None and models is not None:
+            model_pool = models.pool
+            metrics.workers_alive.labels("reward_model").set_function(lambda: model_pool.alive)
         sandbox, sandbox_unavailable = await sandbox_start
         if settings.preload_language_models:
             # The language detector's models take seconds to load: do it now, not on the first request. Not
@@ -73,8 +91,12 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
             sandbox_unavailable=sandbox_unavailable,
             code_limits=settings.sandbox_default_limits(),
             code_max_limits=settings.sandbox_max_limits(),
+            reward_models=models,
+            models=catalog,
         )
     finally:
+        if models is not None:
+            await models.close()
         await pool.close()
         sandbox, _ = await sandbox_start
         if sandbox is not None:

@@ -95,6 +95,82 @@ class Settings(BaseSettings):
     sandbox_compile_memory_mb: int = Field(2048, ge=64, description="Memory limit of a compile stage (MiB).")
     sandbox_tail_bytes: int = Field(2048, ge=0, description="stdout/stderr kept per test case in results.")
 
+    # Model-based rewards (issue 11, R1 phase 4; docs/verifiers/reward_model.md). Both optional: without a path
+    # the server starts and the component is unavailable (a 422 that says what to set).
+    reward_model_path: str | None = Field(
+        None,
+        description="A saved `AutoModelForSequenceClassification` directory (config, weights, tokenizer): the "
+        "`reward_model` component. Needs torch and transformers (`pip install 'rlvr[train]'`).",
+    )
+    prm_path: str | None = Field(
+        None,
+        description="A saved `AutoModelForTokenClassification` directory: the process reward model behind the "
+        "`prm` step component (`steps: {component: prm}`).",
+    )
+    reward_model_device: str = Field(
+        "cpu",
+        pattern=r"^(cpu|auto|cuda(:\d+)?)$",
+        description="Where the models run: `cpu`, `cuda`, `cuda:N`, or `auto` (the first GPU if there is one).",
+    )
+    reward_model_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights' dtype; `auto`: float32 on CPU, bfloat16 on a GPU."
+    )
+    reward_model_workers: int = Field(
+        1, ge=1, le=16, description="Model worker processes (each loads its own copy of the models)."
+    )
+    reward_model_threads: int | None = Field(
+        None, ge=1, le=256, description="torch threads per model worker on CPU (default: torch's, all cores)."
+    )
+    reward_model_batch_size: int = Field(
+        16, ge=1, le=4096, description="Most items in one hand-off to a model worker (one forward pass or more)."
+    )
+    reward_model_max_batch_tokens: int = Field(
+        65_536,
+        ge=1,
+        description="Most padded tokens in one forward pass; a hand-off is split into passes that fit.",
+    )
+    reward_model_max_length: int | None = Field(
+        None,
+        ge=8,
+        description="Longest input in tokens (default: the tokenizer's `model_max_length`, capped by the "
+        "model's `max_position_embeddings`); longer inputs are truncated and say so in `info`.",
+    )
+    reward_model_batch_wait_s: float = Field(
+        0.005,
+        ge=0,
+        le=1,
+        description="How long an idle model worker waits for more items before it takes a batch (dynamic batching).",
+    )
+    reward_model_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="Limit for one hand-off on a worker; past it its items are `timeout` and the worker is replaced.",
+    )
+    reward_model_chat_template: bool = Field(
+        True,
+        description="Give the models prompt and completion as a chat (the tokenizer's template) when the "
+        "tokenizer has one and the item has a `prompt`; else the prompt's text followed by the completion's.",
+    )
+    reward_model_trust_remote_code: bool = Field(
+        False, description="Let transformers run code shipped in the model directories (only for models you trust)."
+    )
+    prm_step_tag: str | None = Field(
+        None,
+        min_length=1,
+        description="Text the PRM was trained to read a step's score at (e.g. `<extra_0>`), put after each step; "
+        "without it the score is read at the step's last token.",
+    )
+    prm_label: int | None = Field(
+        None,
+        ge=0,
+        description="The PRM label whose probability is a step's score (default: 1, the positive class, with two "
+        "labels or more; 0, through a sigmoid, with one).",
+    )
+    model_start_timeout_s: float = Field(
+        600.0, gt=0, description="How long loading the reward models may take at start-up."
+    )
+
     # Request limits.
     max_batch_items: int = Field(4096, ge=1, description="Largest `items` list in one request; above it: 413.")
     max_body_mb: float = Field(256.0, gt=0, description="Largest request body in MB; above it: 413.")

@@ -30,7 +30,8 @@ async def healthz(request: Request) -> JSONResponse:
 
 @router.get(
     "/readyz",
-    summary="Readiness: 200 once the math workers are up, 503 before. `sandbox` says whether code runs.",
+    summary="Readiness: 200 once the math workers (and the configured reward models) are up, 503 before. "
+    "`sandbox` says whether code runs.",
     responses={503: {"description": "Workers are still starting, or cannot start."}},
 )
 async def readyz(request: Request) -> JSONResponse:
@@ -48,12 +49,24 @@ async def readyz(request: Request) -> JSONResponse:
         sandbox = "down: no sandbox is up; code items get sandbox_error until one starts (see the server's log)"
     else:
         sandbox = f"unavailable: {scoring.sandbox_unavailable}"
-    content: dict[str, object] = {"ready": math_ready, "checks": {"math_workers": math_ready, "sandbox": sandbox}}
+    checks: dict[str, object] = {"math_workers": math_ready, "sandbox": sandbox}
+    ready = math_ready
+    # A configured reward model gates readiness (the server was told to serve it); one not configured informs.
+    for component in ("reward_model", "prm"):
+        if scoring is None:
+            checks[component] = "starting"
+        elif component in scoring.models.infos:
+            up = scoring.reward_models is not None and scoring.reward_models.ready
+            checks[component] = "ok" if up else "down: its worker cannot start (see the server's log)"
+            ready = ready and up
+        else:
+            checks[component] = "not configured"
+    content: dict[str, object] = {"ready": ready, "checks": checks}
     if pool is not None and not math_ready:
         _, why = pool.health
         if why:
             content["detail"] = why
-    return JSONResponse(status_code=200 if math_ready else 503, content=content)
+    return JSONResponse(status_code=200 if ready else 503, content=content)
 
 
 @router.get("/metrics", summary="Prometheus metrics.", response_class=Response)

@@ -12,6 +12,7 @@ from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
 from reward_server.schemas.rewards import RewardResult, RewardsRequest, RewardsResponse
 from reward_server.settings import Settings
+from reward_server.step_rewards import with_request_steps
 
 router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 
@@ -59,11 +60,12 @@ async def score_request(
             errors += check_code_limits(settings, tests=item.tests.to_spec(), loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
+    items = with_request_steps(request.items, request.steps)
     try:
-        resolved = validate_batch(request.items, request.components, request.preset)
+        resolved = validate_batch(items, request.components, request.preset, scoring.models)
     except ComponentSpecError as exc:
         raise RequestValidationError([{"loc": ("body", *exc.loc), "msg": exc.msg, "type": "value_error"}]) from exc
-    for i, (item, components) in enumerate(zip(request.items, resolved, strict=True)):
+    for i, (item, components) in enumerate(zip(items, resolved, strict=True)):
         # The program is a part of the completion: only a completion that could be over the limit in UTF-8
         # (4 bytes a character at most) is worth looking into.
         if item.task == "code" and 4 * len(item.response) > settings.sandbox_max_source_bytes:
@@ -71,4 +73,4 @@ async def score_request(
             errors += check_code_limits(settings, source=program, source_field="response", loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
-    return await unless_disconnected(http, score_batch(request.items, resolved, scoring))
+    return await unless_disconnected(http, score_batch(items, resolved, scoring))

@@ -152,6 +152,13 @@ def test_abandoned_requests_leave_the_queue(tmp_path: Path) -> None:
         (['{"response": "1", "ground_truth": "1"}', '{"response": 5}'], [], "bad.jsonl:2: response"),
         (['{"id": "a", "response": "1", "ground_truth": "1"}'] * 2, [], "bad.jsonl:2: duplicate id"),
         (['{"response": "1", "ground_truth": "1"}'], ["--url", "http://127.0.0.1:9"], "cannot reach"),
+        # No model configured: said before anything starts, with what to set.
+        (
+            ['{"response": "1", "ground_truth": "1"}', '{"response": "1", "components": {"reward_model": 1}}'],
+            [],
+            "bad.jsonl:2: the reward_model component is unavailable: this server has no reward model: start it "
+            "with RLVR_REWARD_MODEL_PATH=",
+        ),
     ],
 )
 def test_score_cli_errors_name_the_line(tmp_path: Path, lines: list[str], extra: list[str], message: str) -> None:

@@ -202,14 +202,24 @@ def test_a_stopped_worker_never_blocks_healthz(server: tuple[str, subprocess.Pop
     Now the hand-off happens in that worker's own thread: /healthz answers throughout, and the batch's
     items go to another worker once the stopped one is found out (it is killed and replaced)."""
     url, proc = server
-    for _ in range(300):  # workers replaced by an earlier test may still be starting
+    stopped: list[int] = []
+    for _ in range(300):
+        # Workers replaced by an earlier test may still be starting, and an extra one started for a slow item
+        # leaves when it is done: wait for a set that holds still, then stop all of it.
         pids = math_workers(proc.pid)
-        if len(pids) >= 2 and httpx.get(f"{url}/readyz").status_code == 200:
+        time.sleep(0.2)
+        if len(pids) < 2 or pids != math_workers(proc.pid) or httpx.get(f"{url}/readyz").status_code != 200:
+            continue
+        try:
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)  # every worker: whichever gets the batch is stopped
+                stopped.append(pid)
             break
-        time.sleep(0.1)
-    assert len(pids) >= 2, pids
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)  # every worker: whichever gets the batch is stopped
+        except ProcessLookupError:  # one left between the look and the stop: let the others go, look again
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+            stopped.clear()
+    assert len(stopped) >= 2, stopped
     try:
         # 600 KB of UTF-8 in each hand-off: more than a socket buffer holds.
         big = [
@@ -234,6 +244,6 @@ def test_a_stopped_worker_never_blocks_healthz(server: tuple[str, subprocess.Pop
         metrics = httpx.get(f"{url}/metrics").text
         assert 'rlvr_worker_restarts_total{pool="math",reason="unresponsive"}' in metrics
     finally:
-        for pid in pids:
+        for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
