@@ -255,6 +255,7 @@ class RewardModels:
             grace_s=0.0,
             slow_item_s=None,
             max_extra_workers=0,
+            soft_clock="wall",
         )
         started = time.perf_counter()
         await pool.start(timeout_s=settings.model_start_timeout_s)

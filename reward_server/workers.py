@@ -9,7 +9,13 @@ process with its own socket pair, driven by its own thread in the server process
   that thread; the loop only queues jobs and receives one callback per finished job (a group of items, not
   an item). A stopped (``SIGSTOP``) worker or forkserver holds up its own thread and nothing else.
 * **a deadline is the item's own time.** The worker arms a soft deadline per item on its *CPU time*
-  (``ITIMER_PROF``): a slow sympy call becomes ``timeout`` and the worker lives on. The hard deadline
+  (``ITIMER_PROF``; on wall time with ``soft_clock="wall"``, for handlers that run many threads or wait on a
+  GPU): a slow sympy call becomes ``timeout``. The deadline arrives as an exception at whatever line the
+  handler is on: inside an import, a cache update or a bare ``except:`` of sympy, antlr or mpmath (which
+  swallows it, after which the handler goes on to a result of its own). Either way the process's state can
+  no longer be trusted (a half-imported mpmath, a cached "no parse" served to every later item in
+  microseconds as a wrong answer), so the item is ``timeout`` and the worker answers for what it finished
+  and leaves; a fresh one from the forkserver takes its place. The hard deadline
   (``timeout_s + grace_s``) is kept by the driver thread from the worker's own clock: the wall time since
   the worker started the item, less the time it waited for a CPU (``/proc/PID/schedstat``). Only then is the
   worker killed and replaced. A late event loop, a loaded machine or a busy neighbour never turns a verdict
@@ -57,7 +63,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Literal
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +117,14 @@ class TaskOutcome:
 # ---------------------------------------------------------------------------------------------- worker
 
 
+#: The clock of the soft deadline in this worker: ``"cpu"`` (the process's CPU time, ``ITIMER_PROF``) or
+#: ``"wall"`` (``ITIMER_REAL``), set by :func:`_worker_main`.
+_soft_clock = "cpu"
+#: Set when the current item's soft deadline fired (see the module docstring: then the item is ``timeout``
+#: and this worker leaves after answering).
+_deadline_fired = False
+
+
 class _ItemDeadline(BaseException):
     """Raised by SIGPROF inside a worker when an item has used its CPU time. A BaseException, so no
     ``except Exception`` in sympy or math-verify swallows it and turns a timeout into a wrong answer."""
@@ -120,49 +134,70 @@ class _ItemDeadline(BaseException):
 _cpu_deadline = 0.0
 
 
+def _clock() -> float:
+    return time.process_time() if _soft_clock == "cpu" else time.monotonic()
+
+
+def _timer() -> int:
+    return signal.ITIMER_PROF if _soft_clock == "cpu" else signal.ITIMER_REAL
+
+
 def _on_cpu_deadline(signum: int, frame: Any) -> None:
+    global _deadline_fired
     # ITIMER_PROF is sampled on clock ticks, off by 10% and more on a busy machine: check the exact clock
     # and wait out what is left, so an item never gets less than its time.
-    left = _cpu_deadline - time.process_time()
+    left = _cpu_deadline - _clock()
     if left > 1e-3:
-        signal.setitimer(signal.ITIMER_PROF, left)
+        signal.setitimer(_timer(), left)
         return
+    _deadline_fired = True
     raise _ItemDeadline
 
 
 def _run_item(handler: Callable[[Any], Any], payload: Any, timeout_s: float) -> tuple[str, Any, float]:
-    """``(status, value or detail, cpu_s)`` of one item, under a soft deadline of ``timeout_s`` CPU seconds."""
-    global _cpu_deadline
+    """``(status, value or detail, cpu_s)`` of one item, under a soft deadline of ``timeout_s`` seconds of the
+    worker's soft clock. After it, :data:`_deadline_fired` says whether the deadline interrupted the handler (the
+    worker must then leave)."""
+    global _cpu_deadline, _deadline_fired
     missing = value = object()
     error: str | None = None
+    raised = False
     cpu0 = time.process_time()
-    _cpu_deadline = cpu0 + timeout_s
+    _cpu_deadline = _clock() + timeout_s
+    _deadline_fired = False
     try:
         try:
-            signal.setitimer(signal.ITIMER_PROF, max(0.0, timeout_s))
+            signal.setitimer(_timer(), max(0.0, timeout_s))
             value = handler(payload)
         finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.setitimer(_timer(), 0)
     except _ItemDeadline:
-        pass  # the value may still have been reached just before the signal: then it counts
+        raised = True
     except BaseException as exc:  # a handler bug costs one item, not the worker
         error = f"{type(exc).__name__}: {exc}"[:500]
     cpu_s = time.process_time() - cpu0
+    if _deadline_fired and raised and value is not missing:
+        _deadline_fired = False  # it landed after the handler returned, before the disarm: the value counts
+    if _deadline_fired:  # interrupted, or swallowed and then a value (or an error) of the handler's own making
+        return "timeout", f"no verdict within {timeout_s:g} s", cpu_s
     if error is not None:
         return "error", error, cpu_s
-    if value is missing:
-        return "timeout", f"no verdict within {timeout_s:g} s", cpu_s
     return "ok", value, cpu_s
 
 
-def _worker_main(conn: Connection, control: Any, handler_path: str, init_kwargs: dict[str, Any]) -> None:
+def _worker_main(
+    conn: Connection, control: Any, handler_path: str, init_kwargs: dict[str, Any], soft_clock: str = "cpu"
+) -> None:
     """Entry point of a worker process: load the handler, then run jobs until the socket closes.
 
     A job is ``(job_id, [(payload, timeout_s), ...])``. The worker answers ``("part", job_id, results)``
     every ``_FLUSH_S`` of a long job and ``("done", job_id, results)`` when it leaves the job, each result
     ``(index, status, value, cpu_s)``. It leaves a job early when the driver asks it to (``_STOP``); the
-    driver requeues what has no result.
+    driver requeues what has no result. After an item whose soft deadline interrupted the handler it answers
+    ``("retired", job_id, results)`` instead, and exits: its state may be corrupt (module docstring).
     """
+    global _soft_clock
+    _soft_clock = soft_clock
     # The parent owns shutdown; a Ctrl-C in the terminal must not kill workers mid-item with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     module_name, _, attr = handler_path.partition(":")
@@ -171,7 +206,7 @@ def _worker_main(conn: Connection, control: Any, handler_path: str, init_kwargs:
     if init is not None:
         init(**init_kwargs)
     handler: Callable[[Any], Any] = getattr(module, attr)
-    signal.signal(signal.SIGPROF, _on_cpu_deadline)
+    signal.signal(signal.SIGPROF if soft_clock == "cpu" else signal.SIGALRM, _on_cpu_deadline)
     control[_INDEX] = -1
     try:
         conn.send(("ready", os.getpid()))
@@ -187,6 +222,8 @@ def _worker_main(conn: Connection, control: Any, handler_path: str, init_kwargs:
                     control[_INDEX] = i
                     control[_JOB] = job_id
                     results.append((i, *_run_item(handler, payload, timeout_s)))
+                    if _deadline_fired:
+                        break
                     now = time.monotonic()
                     if now - flushed >= _FLUSH_S and i + 1 < len(items):
                         conn.send(("part", job_id, results))
@@ -194,6 +231,9 @@ def _worker_main(conn: Connection, control: Any, handler_path: str, init_kwargs:
             except _ItemDeadline:  # a signal that landed between items, after its timer was disarmed
                 pass
             control[_INDEX] = -1
+            if _deadline_fired:
+                conn.send(("retired", job_id, results))
+                return
             conn.send(("done", job_id, results))
     except (EOFError, OSError):  # the server closed the socket: this worker is done
         return
@@ -294,6 +334,9 @@ class WorkerPool:
         slow_item_s: an item that has run this long (its own time) makes its worker *slow* (see the module
             docstring); ``None`` turns that off.
         max_extra_workers: most workers started in place of slow ones at once (default ``num_workers``).
+        soft_clock: what the in-worker soft deadline counts: the worker's CPU time (``"cpu"``: a loaded machine
+            does not shorten an item's time), or wall time (``"wall"``: for a handler that runs many threads,
+            whose CPU time grows faster than the clock, or that waits on a GPU).
         handoff_timeout_s: how long (its own time) a worker may take to accept a job or a write before it
             is deemed stopped, killed, and the job handed to another.
         unhealthy_after_s: with no worker serving for this long, :attr:`health` says so.
@@ -314,6 +357,7 @@ class WorkerPool:
         slow_item_s: float | None = 1.0,
         max_extra_workers: int | None = None,
         handoff_timeout_s: float = 2.0,
+        soft_clock: Literal["cpu", "wall"] = "cpu",
         unhealthy_after_s: float = 60.0,
     ) -> None:
         if num_workers < 1:
@@ -323,6 +367,7 @@ class WorkerPool:
         self.name = name
         self.grace_s = grace_s
         self.slow_item_s = slow_item_s
+        self.soft_clock = soft_clock
         self.max_extra_workers = num_workers if max_extra_workers is None else max_extra_workers
         self.handoff_timeout_s = handoff_timeout_s
         self.unhealthy_after_s = unhealthy_after_s
@@ -646,7 +691,7 @@ class WorkerPool:
             control = self._ctx.RawArray("d", 4)
             process = self._ctx.Process(
                 target=_worker_main,
-                args=(child, control, self.handler, self._init_kwargs),
+                args=(child, control, self.handler, self._init_kwargs, self.soft_clock),
                 name=f"rlvr-{self.name}-{slot.number}",
                 daemon=True,
             )
@@ -789,17 +834,19 @@ class WorkerPool:
                 return False
             if message is not None:
                 kind, _, results = message
+                if kind == "retired":  # a deadline interrupted it: it exits, and another takes its place
+                    self._retire(slot, "timeout")  # before anything is settled, as in _lose_worker
                 outcomes = [(pos, _outcome(status, value, cpu_s)) for pos, status, value, cpu_s in results]
                 done.update(pos for pos, _ in outcomes)
                 with self._lock:
                     self._settle(piece, outcomes)
-                if kind == "done":
+                if kind in ("done", "retired"):
                     rest = [i for pos, i in enumerate(piece.indices) if pos not in done]
-                    if rest:  # stopped early (slow or cancelled): the rest goes back to the queue
+                    if rest:  # stopped early (slow, cancelled or retired): the rest goes back to the queue
                         with self._work:
                             if piece.job.remaining > 0:
                                 self._enqueue(_Piece(job, rest), front=True)
-                    return True
+                    return kind == "done"
                 continue
             # No message within _WATCH_S: look at the worker's clock.
             if control[_JOB] != piece.job_id:

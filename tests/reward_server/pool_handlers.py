@@ -15,7 +15,8 @@ def init_worker(tag: str = "") -> None:
 
 
 def handle(payload: dict) -> dict:
-    """Act on ``payload["op"]``: echo, sleep, spin, hang, cpu, big, die (exit the process), raise, or count calls."""
+    """Act on ``payload["op"]``: echo, sleep, spin, swallow (the deadline), hang, cpu, big, die (exit the process),
+    raise, or count calls."""
     global _calls
     _calls += 1
     op = payload["op"]
@@ -49,6 +50,16 @@ def handle(payload: dict) -> dict:
     if op == "big":
         # A result far larger than a pipe buffer (64 KiB).
         return {"echo_len": len(payload.get("blob", "")), "blob": "x" * payload["size"], "pid": os.getpid()}
+    if op == "swallow":
+        # What sympy's and antlr's bare ``except:`` clauses do to the soft deadline: catch it and go on to a
+        # result of their own ("not equal"), leaving whatever they were building half done.
+        deadline = time.monotonic() + payload["seconds"]
+        while time.monotonic() < deadline:
+            try:
+                sum(range(10_000))
+            except:  # noqa: E722
+                return {"verdict": "swallowed", "pid": os.getpid()}
+        return {"verdict": "finished", "pid": os.getpid()}
     if op == "die":
         os._exit(3)
     if op == "raise":

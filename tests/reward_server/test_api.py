@@ -247,3 +247,20 @@ def test_openapi_documents_examples(client: TestClient) -> None:
     schemas = spec["components"]["schemas"]
     assert schemas["RewardsRequest"]["examples"][0]["items"][0]["id"] == "q17-0"
     assert client.get("/docs").status_code == 200
+
+
+def test_interrupted_verifications_never_poison_later_verdicts(client: TestClient) -> None:
+    """A soft deadline lands at an arbitrary line: inside a lazy import, a cache update, or a bare ``except:``
+    of sympy/antlr/mpmath. After about a dozen of them one worker process went on to answer HANG (which equals
+    42) with ``ok``, correct false, in a tenth of a second, and every later request with it at once from its
+    cache: a timeout turned into a reward of 0 for good. Each interrupted worker now leaves."""
+    statuses = []
+    for i in range(24):
+        timeout_s = 0.05 + 0.5 * ((i * 7) % 11) / 11  # spread over where in the work the deadline lands
+        components = {"accuracy": {"weight": 1.0, "math": {"timeout_s": timeout_s}}}
+        body = {"items": [{"id": "h", "response": HANG, "ground_truth": "42"}], "components": components}
+        [result] = client.post("/v1/rewards", json=body).json()["results"]
+        statuses.append((result["status"], result["reward"]))
+    assert statuses == [("timeout", None)] * 24
+    r = client.post("/v1/math/verify", json={"response": "\\boxed{42}", "ground_truth": "42"})
+    assert r.json()["correct"] is True
