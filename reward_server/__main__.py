@@ -42,9 +42,11 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port.")] = None,
     workers: Annotated[int | None, typer.Option(help="HTTP worker processes.")] = None,
 ) -> None:
-    """Start the HTTP server with the settings from RLVR_* variables and these flags."""
-    import uvicorn
+    """Start the HTTP server with the settings from RLVR_* variables and these flags.
 
+    SIGTERM (or Ctrl+C) drains it first: new requests get 503, those in flight get RLVR_DRAIN_S to finish.
+    """
+    from reward_server.serving import serve as run_server
     from reward_server.settings import Settings
 
     # Flags win over the environment; child processes (uvicorn workers) read the same variables.
@@ -54,16 +56,7 @@ def serve(
         os.environ["RLVR_PORT"] = str(port)
     if workers is not None:
         os.environ["RLVR_HTTP_WORKERS"] = str(workers)
-    settings = Settings()
-    uvicorn.run(
-        "reward_server.app:create_app",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.http_workers,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=10,
-    )
+    run_server(Settings())
 
 
 def _read_items(path: Path) -> tuple[list[dict[str, Any]], list[int]]:

@@ -30,6 +30,7 @@ import contextlib
 import email.utils
 import itertools
 import math
+import os
 import random
 import threading
 import time
@@ -57,6 +58,8 @@ READY_PATH = "/readyz"
 CONNECT_TIMEOUT_S = 10.0
 #: Statuses worth retrying: rate limited, a proxy in front failing, or the server still starting its workers.
 RETRY_STATUS_CODES = frozenset({429, 502, 503, 504})
+#: Where the API key comes from when none is passed.
+API_KEY_ENV = "RLVR_API_KEY"
 
 ComponentSpec = float | Mapping[str, Any]
 _Answer = tuple[httpx.Response | None, Exception | None]
@@ -319,6 +322,8 @@ def _decode(response: httpx.Response, items: Sequence[RewardItem], url: str) -> 
         hint = ""
         if response.status_code == 413:
             hint = " (the batch exceeds the server's max_batch_items: lower the client's max_batch_items)"
+        elif response.status_code == 401:
+            hint = f" (the server needs an API key: pass api_key= or set {API_KEY_ENV})"
         raise RewardServerError(
             f"{url}{REWARDS_PATH} answered {response.status_code}{hint}: {response.text[:500]}",
             status_code=response.status_code,
@@ -370,6 +375,7 @@ class _ClientBase(Generic[_HttpClient]):
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
         max_batch_items: int = 1024,
+        api_key: str | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -382,6 +388,9 @@ class _ClientBase(Generic[_HttpClient]):
         self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
         self.retry = retry or RetryPolicy()
         self.max_batch_items = max_batch_items
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+        # Sent with every request (the key itself is never logged nor put in an error message).
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._owns_client = client is None
         self._client: _HttpClient = client if client is not None else self._new_client(self._timeout)
 
@@ -428,6 +437,7 @@ class RewardClient(_ClientBase[httpx.Client]):
         retry: the :class:`RetryPolicy`.
         max_batch_items: larger batches are split into requests of at most this many items; keep it at or below
             the server's ``max_batch_items``.
+        api_key: sent as ``Authorization: Bearer <key>``; default: the ``RLVR_API_KEY`` environment variable.
     """
 
     _sleep: Callable[[float], None] = staticmethod(time.sleep)
@@ -476,7 +486,9 @@ class RewardClient(_ClientBase[httpx.Client]):
             self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = self._client.post(url + REWARDS_PATH, json=body, timeout=self._timeout)
+                    response = self._client.post(
+                        url + REWARDS_PATH, json=body, timeout=self._timeout, headers=self._headers
+                    )
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:  # connection refused or reset, timeouts
                     sent = (None, exc)
@@ -565,7 +577,9 @@ class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
             await self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = await self._client.post(url + REWARDS_PATH, json=body, timeout=self._timeout)
+                    response = await self._client.post(
+                        url + REWARDS_PATH, json=body, timeout=self._timeout, headers=self._headers
+                    )
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:
                     sent = (None, exc)
@@ -601,6 +615,7 @@ def reward_function(
     component: str | None = None,
     ground_truth_column: str = "ground_truth",
     name: str | None = None,
+    api_key: str | None = None,
 ) -> Callable[..., list[float | None]]:
     """A reward function for TRL's ``GRPOTrainer(reward_funcs=[...])`` that scores through the reward server.
 
@@ -620,12 +635,13 @@ def reward_function(
         ground_truth_column: the dataset column with the reference answer (TRL datasets often call it
             ``solution`` or ``answer``).
         name: the function's ``__name__``, which TRL uses in its metric names.
+        api_key: the server's API key when ``client`` is URL(s) (default: ``RLVR_API_KEY``).
 
     Raises (when called):
         KeyError: the dataset lacks ``ground_truth_column`` for a math task.
         RewardServerError: the server refused the batch or stayed unreachable.
     """
-    rc = client if isinstance(client, RewardClient) else RewardClient(client)
+    rc = client if isinstance(client, RewardClient) else RewardClient(client, api_key=api_key)
 
     def score_completions(completions: Sequence[Any], **columns: Any) -> list[float | None]:
         batch = uuid.uuid4().hex[:12]

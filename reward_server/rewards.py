@@ -454,14 +454,57 @@ async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: S
     return RewardResult(id=item.id, reward=reward, status=status, components=components)
 
 
+CANCELLED = "cancelled"
+"""The status of an item the server stopped scoring (its drain ran out of time at shutdown): reward ``null``."""
+
+
+def cancelled_result(item: RewardItem, resolved: list[ResolvedComponent], detail: str) -> RewardResult:
+    """The result of an item that was not scored: ``cancelled``, a null reward, every component null too."""
+    components = {
+        r.component.name: ComponentResult(score=None, weight=r.weight, status=CANCELLED, detail=detail)
+        for r in resolved
+    }
+    return RewardResult(id=item.id, reward=None, status=CANCELLED, components=components)
+
+
 async def score_batch(
     items: list[RewardItem],
     resolved: list[list[ResolvedComponent]],
     ctx: ScoringContext,
+    *,
+    stop: asyncio.Event | None = None,
 ) -> list[RewardResult]:
     """Score a validated batch; results in item order, exactly one per item.
 
     All items are submitted at once: math items spread over the pool's workers (a group's reference is
-    parsed once, on the worker that holds it), code items over the sandbox pool.
+    parsed once, on the worker that holds it), code items over the sandbox pool. When ``stop`` is set before
+    every item is scored (the server's drain ran out of time), the items still running or queued are
+    cancelled and come back as :data:`CANCELLED`, while the finished ones keep their results.
     """
-    return list(await asyncio.gather(*(score_item(it, rc, ctx) for it, rc in zip(items, resolved, strict=True))))
+    pairs = list(zip(items, resolved, strict=True))
+    if stop is None:
+        return list(await asyncio.gather(*(score_item(it, rc, ctx) for it, rc in pairs)))
+    tasks = [asyncio.ensure_future(score_item(it, rc, ctx)) for it, rc in pairs]
+    gathered: asyncio.Future[list[RewardResult]] = asyncio.gather(*tasks)
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([gathered, stopped], return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        gathered.cancel()
+        raise
+    finally:
+        stopped.cancel()
+    if gathered.done():
+        return list(gathered.result())
+    gathered.cancel()  # cancels the items still running or queued
+    if tasks:
+        await asyncio.wait(tasks)
+    if not gathered.cancelled():
+        gathered.exception()  # seen here, so asyncio does not log it as never retrieved
+    detail = "the server shut down before this item was scored (RLVR_DRAIN_S ran out); score it again"
+    # A task cancelled while a worker held its item may end in an error of the pool's rather than in
+    # CancelledError: it was not scored either way.
+    return [
+        t.result() if not t.cancelled() and t.exception() is None else cancelled_result(it, rc, detail)
+        for t, (it, rc) in zip(tasks, pairs, strict=True)
+    ]

@@ -236,8 +236,11 @@ class WorkerPool:
             return await future
         except asyncio.CancelledError:
             # The caller went away (client disconnected); drop the task if it has not started yet.
-            with contextlib.suppress(ValueError):
-                self._pending.remove(next(t for t in self._pending if t.future is future))
+            # (A task a worker holds already is not pending; `next` without a default would then raise
+            # StopIteration, which a coroutine turns into a RuntimeError in place of the cancellation.)
+            pending = next((t for t in self._pending if t.future is future), None)
+            if pending is not None:
+                self._pending.remove(pending)
             raise
 
     # ------------------------------------------------------------------ internals

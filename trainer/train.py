@@ -343,6 +343,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             preset=config.reward_preset,
             timeout_s=config.reward_timeout_s,
             max_retries=config.reward_max_retries,
+            api_key=config.reward_api_key,
         )
         scorer.wait_ready(config.reward_wait_ready_s)
     metrics_log = MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
-from reward_server.deps import ScoringDep, SettingsDep
+from reward_server.deps import BudgetDep, DrainDep, ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
+from reward_server.middleware import note_items
 from reward_server.rewards import ComponentSpecError, code_program, score_batch, validate_batch
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
@@ -20,13 +21,20 @@ router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
     response_model=RewardsResponse,
     summary="Score a batch of completions: one reward per item, with every component's outcome.",
     responses={
-        413: {"description": "More items than the server's `max_batch_items`."},
+        401: {"description": "The server has API keys and the request has none or a wrong one."},
+        413: {"description": "More items than the server's `max_batch_items`, or a body over `max_body_mb`."},
         422: {"description": "A field is invalid; `loc` names it."},
-        503: {"description": "Workers are still starting (see Retry-After)."},
+        429: {"description": "The server's queue is full; the batch was not started (see Retry-After)."},
+        503: {"description": "Workers are still starting, or the server is shutting down (see Retry-After)."},
     },
 )
 async def rewards(
-    request: RewardsRequest, http: Request, settings: SettingsDep, scoring: ScoringDep
+    request: RewardsRequest,
+    http: Request,
+    settings: SettingsDep,
+    scoring: ScoringDep,
+    budget: BudgetDep,
+    drain: DrainDep,
 ) -> RewardsResponse:
     if len(request.items) > settings.max_batch_items:
         raise HTTPException(
@@ -55,5 +63,9 @@ async def rewards(
             errors += check_code_limits(settings, source=program, source_field="response", loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
-    results = await unless_disconnected(http, score_batch(request.items, resolved, scoring))
+    # The batch is admitted whole or refused whole (429, QueueFull); at shutdown, items still unscored when
+    # the drain runs out of time come back `cancelled`.
+    with budget.admit(len(request.items)):
+        results = await unless_disconnected(http, score_batch(request.items, resolved, scoring, stop=drain.stop))
+    note_items(http.scope, (r.status for r in results))
     return RewardsResponse(results=results)
