@@ -823,6 +823,13 @@ class _Link:
             why = "it closed the harness's pipe"
         elif status is None:
             why = "it closed the harness's pipe"
+        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) in _OUTSIDE_SIGNALS and _WORKER_GUARDED:
+            # Under the launcher's kill guard the program cannot send these to itself, and this checker
+            # kills it only through kill(), which does not come here: the kernel or someone outside did.
+            self.dead = self.failure = _WorkerGone(
+                "sandbox_error", f"the program was killed by signal {os.WTERMSIG(status)} from outside the sandbox"
+            )
+            return self.dead
         elif os.WIFSIGNALED(status):
             why = f"killed by signal {os.WTERMSIG(status)}"
         else:
@@ -984,6 +991,11 @@ class _RemoteIterator:
         return self.items.pop()
 
 
+_OUTSIDE_SIGNALS = (9, 15)  # SIGKILL, SIGTERM
+# Given by the launcher to a trusted script: guards a process (see _launcher.py's kill guard).
+_WORKER_GUARDED = "__rlvr_guard__" in globals()
+
+
 def _start_worker(max_bytes):
     """Fork the worker before anything secret is read. Returns (pid, requests fd, answers fd)."""
     requests_r, requests_w = os.pipe()
@@ -1000,6 +1012,8 @@ def _start_worker(max_bytes):
                 os.close(_CHANNEL_FD)
             except OSError:
                 pass  # run by hand without a channel
+            if _WORKER_GUARDED:  # the program cannot SIGKILL or SIGTERM itself: such a death is an outside one
+                globals()["__rlvr_guard__"]()
             _worker(requests_r, answers_w, max_bytes)
         finally:
             os._exit(70)
@@ -1109,7 +1123,7 @@ def main():
             status, detail = "runtime_error", f"the program called exit({exc}) during the test"
         except BaseException as exc:
             status, detail = "runtime_error", getattr(exc, "rlvr_detail", None) or _describe(exc)
-        if link.failure is not None and status not in ("timeout", "runtime_error", "grader_error"):
+        if link.failure is not None and status not in ("timeout", "runtime_error", "grader_error", "sandbox_error"):
             status, detail = "timeout", str(link.failure)
         return status, detail, value, perf() - start, link.case_usage()
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from reward_server.client import RewardClient, RewardItem
-from tests.reward_server.serverproc import ServerProcess
+from tests.reward_server.serverproc import ServerProcess, cmdline, descendants
 
 pytestmark = pytest.mark.slow
 
@@ -103,6 +103,36 @@ def test_killing_a_sandbox_mid_batch(server: ServerProcess) -> None:
         results = {r["id"]: r for r in assert_one_result_per_id(future.result(timeout=60), items)}
     assert results["code"]["status"] == "sandbox_error" and results["code"]["reward"] is None
     assert results["m"]["reward"] == 1.0
+
+
+@pytest.mark.bwrap
+def test_a_job_killed_from_outside_is_sandbox_error(server: ServerProcess) -> None:
+    """An operator (or the host's OOM killer) kills the program of a running code item: null, not 0."""
+    if not server.sandboxes():
+        pytest.skip("no local sandbox on this machine (bubblewrap)")
+    marker = f"43.{os.getpid() % 1000}"
+    code = {
+        "id": "code",
+        "task": "code",
+        "response": f"```python\nimport os\nos.execv('/bin/sleep', ['sleep', '{marker}'])\n```",
+        "tests": {"type": "stdio", "cases": [{"input": "", "output": "1\n"}]},
+    }
+    items = [code, item("m")]
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(post, server.url, items)
+        wait_for(lambda: _sleeping(marker) is not None)
+        os.kill(_sleeping(marker) or 0, signal.SIGKILL)
+        results = {r["id"]: r for r in assert_one_result_per_id(future.result(timeout=60), items)}
+    assert results["code"]["status"] == "sandbox_error" and results["code"]["reward"] is None
+    assert "from outside the sandbox" in results["code"]["components"]["accuracy"]["detail"]
+    assert results["m"]["reward"] == 1.0
+
+
+def _sleeping(marker: str) -> int | None:
+    for pid in descendants(os.getpid()):  # the server is a child of this test process
+        if cmdline(pid).split() == ["sleep", marker]:
+            return pid
+    return None
 
 
 # ------------------------------------------------------------------------------------------ SIGTERM
