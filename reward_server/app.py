@@ -18,7 +18,7 @@ from reward_server.auth import ApiKeys, is_loopback
 from reward_server.jsonio import SafeJSONResponse
 from reward_server.metrics import Metrics
 from reward_server.middleware import DRAIN_RETRY_AFTER_S, AdmissionGate, ApiKeyAuth, BodyLimit, RequestLog, request_info
-from reward_server.routers import code, health, math, rewards
+from reward_server.routers import code, health, math, openrlhf, rewards, slime
 from reward_server.routers import format as format_router
 from reward_server.routers import language as language_router
 from reward_server.routers.cancel import ClientGone, ServerStopping
@@ -138,4 +138,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(format_router.router)
     app.include_router(language_router.router)
     app.include_router(code.router)
+    app.include_router(openrlhf.router)
+    app.include_router(slime.router)
     return app

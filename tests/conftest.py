@@ -9,6 +9,15 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
+CLIENTS_DIR = REPO_ROOT / "clients"
+#: PYTHONPATH for a process a test starts from this checkout: the server's packages and the light client's.
+CHILD_PYTHONPATH = os.pathsep.join((str(REPO_ROOT), str(CLIENTS_DIR)))
+
+# The light client (clients/rlvr_client) is a second distribution: pytest's `pythonpath` finds it for this
+# process, and processes the tests start (`python -m trainer`) find it through PYTHONPATH, even where the
+# editable install predates it.
+if str(CLIENTS_DIR) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(CLIENTS_DIR)) if p)
 
 
 def data_dir() -> Path:

@@ -24,7 +24,7 @@ def train(
 ) -> None:
     """Train a policy with GRPO against running reward server(s)."""
     # torch and transformers load only for this command
-    from reward_server.client import RewardServerError
+    from rlvr_client.client import RewardServerError
     from trainer.data import DataError
     from trainer.train import train as run_training
 

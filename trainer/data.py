@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from reward_server.client import RewardItem
+from rlvr_client.client import RewardItem
 
 TASKS = ("math", "code")
 TEST_TYPES = ("stdio", "assert", "call")

@@ -1,11 +1,11 @@
 """Scoring in the background: groups go to the reward server while the next ones generate.
 
-Generation is synchronous torch code, so the asynchronous :class:`~reward_server.client.AsyncRewardClient`
+Generation is synchronous torch code, so the asynchronous :class:`~rlvr_client.client.AsyncRewardClient`
 runs on an event loop in a daemon thread. :meth:`RewardScorer.submit` hands it a finished chunk of groups and
 returns at once with a future; the loop calls :meth:`RewardScorer.wait` only when it needs the rewards, and the
 time spent blocked there is what ``timing/reward_wait`` reports.
 
-The trainer reaches the server only through this module and ``reward_server.client`` (HTTP), never through the
+The trainer reaches the server only through this module and ``rlvr_client.client`` (HTTP), never through the
 server's internals.
 """
 
@@ -21,7 +21,14 @@ from typing import Any
 
 import httpx
 
-from reward_server.client import AsyncRewardClient, RetryPolicy, RewardClient, RewardItem, RewardResult
+from rlvr_client.client import (
+    AsyncRewardClient,
+    RetryPolicy,
+    RewardClient,
+    RewardItem,
+    RewardResult,
+    api_key_from_env,
+)
 
 logger = logging.getLogger("trainer")
 
@@ -57,13 +64,13 @@ class RewardScorer:
         self.preset = preset
         self._urls = base_urls
         self._timeout_s = timeout_s
-        self._api_key = api_key
+        self._api_key = api_key if api_key is not None else api_key_from_env()
         self._client = AsyncRewardClient(
             base_urls,
             client=client,
             timeout_s=timeout_s,
             retry=RetryPolicy(max_retries=max_retries),
-            api_key=api_key,
+            api_key=self._api_key,
         )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rlvr-reward-scorer", daemon=True)
@@ -111,7 +118,7 @@ class RewardScorer:
         """Block until all ``futures`` are done: ``(results in submission order, seconds spent blocked)``.
 
         Raises:
-            reward_server.client.RewardServerError: a batch failed for good (the server refused it or stayed
+            rlvr_client.client.RewardServerError: a batch failed for good (the server refused it or stayed
                 unreachable through the retries). The run stops rather than train on made-up rewards.
         """
         start = time.perf_counter()

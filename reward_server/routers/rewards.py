@@ -5,13 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
-from reward_server.deps import BudgetDep, DrainDep, ScoringDep, SettingsDep
+from reward_server.admission import Drain, ItemBudget
+from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
 from reward_server.middleware import note_items
-from reward_server.rewards import ComponentSpecError, code_program, score_batch, validate_batch
+from reward_server.rewards import ComponentSpecError, ScoringContext, code_program, score_batch, validate_batch
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
-from reward_server.schemas.rewards import RewardsRequest, RewardsResponse
+from reward_server.schemas.rewards import RewardResult, RewardsRequest, RewardsResponse
+from reward_server.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 
@@ -29,13 +31,24 @@ router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
     },
 )
 async def rewards(
-    request: RewardsRequest,
-    http: Request,
-    settings: SettingsDep,
-    scoring: ScoringDep,
-    budget: BudgetDep,
-    drain: DrainDep,
+    request: RewardsRequest, http: Request, settings: SettingsDep, scoring: ScoringDep
 ) -> RewardsResponse:
+    return RewardsResponse(results=await score_request(request, http, settings, scoring))
+
+
+async def score_request(
+    request: RewardsRequest, http: Request, settings: Settings, scoring: ScoringContext
+) -> list[RewardResult]:
+    """Check a batch against the server's limits, resolve its components and score it: one result per item.
+
+    The trainers' own protocols (``/v1/openrlhf``, ``/v1/slime``) build a :class:`RewardsRequest` and come here.
+
+    Raises:
+        HTTPException: 413, more items than ``max_batch_items``.
+        QueueFull: the items do not fit under ``RLVR_MAX_QUEUED_ITEMS`` now (the app answers 429).
+        RequestValidationError: a field over a limit or a bad component; ``loc`` is the batch's
+            (``("body", "items", i, ...)``).
+    """
     if len(request.items) > settings.max_batch_items:
         raise HTTPException(
             status_code=413,
@@ -65,7 +78,9 @@ async def rewards(
         raise RequestValidationError(errors)
     # The batch is admitted whole or refused whole (429, QueueFull); at shutdown, items still unscored when
     # the drain runs out of time come back `cancelled`.
+    budget: ItemBudget = http.app.state.budget
+    drain: Drain = http.app.state.drain
     with budget.admit(len(request.items)):
         results = await unless_disconnected(http, score_batch(request.items, resolved, scoring, stop=drain.stop))
     note_items(http.scope, (r.status for r in results))
-    return RewardsResponse(results=results)
+    return results

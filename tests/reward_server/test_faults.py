@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reward_server.client import RewardClient, RewardItem
+from rlvr_client.client import RewardClient, RewardItem
 from tests.reward_server.serverproc import ServerProcess, cmdline, descendants
 
 pytestmark = pytest.mark.slow

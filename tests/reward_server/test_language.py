@@ -25,7 +25,7 @@ from reward_server.verifiers.language import (
     analyze,
     score_language,
 )
-from tests.conftest import REPO_ROOT, cases_dir, data_dir, require_file
+from tests.conftest import CHILD_PYTHONPATH, cases_dir, data_dir, require_file
 
 PARAMS = LanguageParams()
 MULTILINGUAL = Path(__file__).parent / "data" / "multilingual.jsonl"
@@ -283,7 +283,7 @@ _AMBIGUOUS = [
 @pytest.mark.slow
 def test_deterministic_across_fresh_processes() -> None:
     """Cases language-008: 20 fresh interpreters (each with its own hash seed) give identical scores."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH}
     env.pop("PYTHONHASHSEED", None)
 
     def run(_: int) -> dict:
@@ -613,7 +613,7 @@ def test_adversarial_inputs_take_linear_time() -> None:
     """QA: unclosed LaTeX made the language check quadratic ("\\\\(" * 99,500 took 57 s); "<" and blanks did
     the same to the tag scan. Fifteen 200,000-character attacks on both verifiers must finish in a minute
     in a fresh process: linear code takes about a second, the quadratic one took minutes for each."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH}
     proc = subprocess.run([sys.executable, "-c", _ADVERSARIAL], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)) == 15

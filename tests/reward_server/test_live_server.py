@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 
 
 def free_port() -> int:
@@ -23,10 +23,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
-    env = {**os.environ, "RLVR_MATH_WORKERS": "2", "PYTHONPATH": str(REPO_ROOT), **(extra_env or {})}
+def start_server(port: int, extra_env: dict[str, str] | None = None, python: str = sys.executable) -> subprocess.Popen:
+    env = {**os.environ, "RLVR_MATH_WORKERS": "2", "PYTHONPATH": CHILD_PYTHONPATH, **(extra_env or {})}
     return subprocess.Popen(
-        [sys.executable, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)],
+        [python, "-m", "reward_server", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
@@ -91,7 +91,7 @@ def test_score_cli_offline_and_remote(live_server: str, tmp_path: Path) -> None:
         {"id": "x", "response": "\\boxed{8}", "ground_truth": "7"},
     ]
     src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    env = {**os.environ, "RLVR_MATH_WORKERS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "RLVR_MATH_WORKERS": "1", "PYTHONPATH": CHILD_PYTHONPATH}
     outputs = []
     for extra in ([], ["--url", live_server]):
         out = tmp_path / f"out{len(outputs)}.jsonl"
@@ -113,7 +113,7 @@ def test_score_cli_rejects_bad_input(tmp_path: Path) -> None:
     src.write_text('{"response": "1"}\nnot json\n')
     proc = subprocess.run(
         [sys.executable, "-m", "reward_server", "score", str(src)],
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": CHILD_PYTHONPATH},
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -160,7 +160,7 @@ def test_score_cli_errors_name_the_line(tmp_path: Path, lines: list[str], extra:
     out = tmp_path / "out.jsonl"
     proc = subprocess.run(
         [sys.executable, "-m", "reward_server", "score", str(src), "-o", str(out), *extra],
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RLVR_MATH_WORKERS": "1"},
+        env={**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "RLVR_MATH_WORKERS": "1"},
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 import yaml
 
-from reward_server.client import RewardItem
+from rlvr_client.client import RewardItem
 from trainer.config import config_from_dict
 from trainer.reward_client import RewardScorer
 
@@ -22,7 +23,7 @@ def test_the_key_stays_out_of_the_saved_config_and_repr() -> None:
     assert KEY not in repr(config) and "reward_api_key=<redacted>" in repr(config)
 
 
-def test_the_scorer_sends_the_key() -> None:
+def test_the_scorer_sends_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str | None] = []
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -30,7 +31,12 @@ def test_the_scorer_sends_the_key() -> None:
         items = json.loads(request.content)["items"]
         return httpx.Response(200, json={"results": [{"id": i["id"], "reward": 1.0, "status": "ok"} for i in items]})
 
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    with RewardScorer("http://rlvr", client=client, api_key=KEY) as scorer:
-        [result] = scorer.score([RewardItem(id="a", task="math", response="4", ground_truth="4")])
-    assert result.reward == 1.0 and seen == [f"Bearer {KEY}"]
+    item = RewardItem(id="a", task="math", response="4", ground_truth="4")
+    with RewardScorer(
+        "http://rlvr", client=httpx.AsyncClient(transport=httpx.MockTransport(handler)), api_key=KEY
+    ) as s:
+        assert s.score([item])[0].reward == 1.0
+    monkeypatch.setenv("RLVR_API_KEY", "from-the-environment-0123")  # the default
+    with RewardScorer("http://rlvr", client=httpx.AsyncClient(transport=httpx.MockTransport(handler))) as s:
+        assert s.score([item])[0].reward == 1.0
+    assert seen == [f"Bearer {KEY}", "Bearer from-the-environment-0123"]

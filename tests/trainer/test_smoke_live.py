@@ -19,7 +19,7 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM
 
-from reward_server.client import RewardClient
+from rlvr_client.client import RewardClient
 from tests.conftest import REPO_ROOT
 from trainer.metrics import read_metrics
 from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up

@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from reward_server.client import RewardItem, RewardServerError
+from rlvr_client.client import RewardItem, RewardServerError
 from tests.trainer.conftest import StandInServer
 from trainer.config import ConfigError, GRPOConfig, config_from_dict
 from trainer.data import DataError

@@ -11,15 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from reward_server.client import (
+from rlvr_client.client import (
     AsyncRewardClient,
     RetryPolicy,
     RewardClient,
     RewardItem,
     RewardServerError,
     _parse_retry_after,
-    reward_function,
 )
+from rlvr_client.trl import reward_function
 
 NO_JITTER = RetryPolicy(max_retries=3, backoff_s=0.5, max_backoff_s=10.0, jitter=0.0)
 

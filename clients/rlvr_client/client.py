@@ -1,0 +1,633 @@
+"""Typed HTTP client of the reward server, sync and async.
+
+This module speaks the ``POST /v1/rewards`` contract over HTTP and needs only ``httpx``: it runs in a trainer's
+environment, where the server's dependencies (sympy, the sandbox, FastAPI) are not installed. The server's
+package re-exports it as ``reward_server.client``.
+
+What it guarantees:
+
+* **Exactly one result per item, matched by id.** A response whose ids differ from the request's raises
+  :class:`RewardServerError` rather than silently shifting rewards between completions.
+* **Bounded retries.** Connection errors, timeouts and 429/502/503/504 are retried with exponential backoff
+  and jitter; a ``Retry-After`` header (seconds or an HTTP date) is honoured. A retried request carries the
+  same item ids, so scoring is idempotent from the caller's side.
+* **Several servers.** Requests go to the server with the fewest requests in flight (round-robin on ties);
+  a failed attempt moves to the next server.
+* **API keys.** ``api_key`` (or ``RLVR_API_KEY`` with :func:`client_from_env`) is sent as
+  ``Authorization: Bearer <key>`` on every request.
+* **Injected transports.** Pass your own ``httpx.Client``/``httpx.AsyncClient`` (e.g. with a
+  ``MockTransport`` or a FastAPI ``TestClient``) to test without a network.
+
+Example::
+
+    with RewardClient("http://127.0.0.1:8000") as client:
+        [result] = client.score([RewardItem(id="q1-0", task="math", response="\\\\boxed{4}", ground_truth="4")])
+        result.reward  # 1.0, or None with result.status saying why
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import itertools
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import httpx
+
+__all__ = [
+    "AsyncRewardClient",
+    "ComponentResult",
+    "RetryPolicy",
+    "RewardClient",
+    "RewardItem",
+    "RewardResult",
+    "RewardServerError",
+    "api_key_from_env",
+    "client_from_env",
+    "server_urls_from_env",
+]
+
+REWARDS_PATH = "/v1/rewards"
+READY_PATH = "/readyz"
+#: Longest wait for a TCP connection, in seconds: a live server accepts in milliseconds.
+CONNECT_TIMEOUT_S = 10.0
+#: Statuses worth retrying: rate limited, a proxy in front failing, or the server still starting its workers.
+RETRY_STATUS_CODES = frozenset({429, 502, 503, 504})
+#: The environment variable with the server URL(s), comma-separated, for adapters the framework gives no URL.
+SERVER_URL_ENV = "RLVR_SERVER_URL"
+#: The environment variable with the API key sent as ``Authorization: Bearer <key>``.
+API_KEY_ENV = "RLVR_API_KEY"
+
+ComponentSpec = float | Mapping[str, Any]
+_Answer = tuple[httpx.Response | None, Exception | None]
+
+
+@dataclass(frozen=True, slots=True)
+class RewardItem:
+    """One completion to score, as ``POST /v1/rewards`` takes it.
+
+    Attributes:
+        id: unique within a request; the result carries it back. Keep it stable across retries.
+        task: ``math`` or ``code``; the ``accuracy`` component dispatches on it.
+        response: the completion text (no prompt).
+        ground_truth: the reference answer (math).
+        components: component name -> weight, or -> ``{"weight": w, **params}``; overrides the request's.
+        preset: a named set of components (``r1_zero``, ``r1``).
+        language: expected language of the completion (ISO 639-1), for the ``language`` component.
+        num_tokens: completion length in tokens, for length-based components.
+        tests: code tests, for ``task == "code"``.
+        group_id: the group (prompt) the completion belongs to.
+        prompt: the prompt text, from which the server can tell the target language when ``language`` is unset.
+    """
+
+    id: str
+    task: str
+    response: str
+    ground_truth: str | None = None
+    components: Mapping[str, ComponentSpec] | None = None
+    preset: str | None = None
+    language: str | None = None
+    num_tokens: int | None = None
+    tests: Any = None
+    group_id: str | None = None
+    prompt: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as the JSON object the server expects (``None`` fields left out)."""
+        body: dict[str, Any] = {"id": self.id, "task": self.task, "response": self.response}
+        for name in ("ground_truth", "preset", "language", "num_tokens", "tests", "group_id", "prompt"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        if self.components is not None:
+            body["components"] = dict(self.components)
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentResult:
+    """One component's verdict for one item: ``score`` is ``None`` when it could not be scored."""
+
+    score: float | None
+    weight: float
+    status: str
+    detail: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RewardResult:
+    """The server's result for one item.
+
+    Attributes:
+        id: the item's id.
+        reward: the weighted sum of component scores, or ``None`` when any component could not be scored.
+            ``None`` means "do not train on this", never 0.
+        status: ``ok`` whenever ``reward`` is a number, else the failing component's status (``timeout``,
+            ``error``, ``invalid_ground_truth``, ``sandbox_error`` ...).
+        components: per-component results.
+    """
+
+    id: str
+    reward: float | None
+    status: str
+    components: dict[str, ComponentResult] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> RewardResult:
+        """Parse one element of the response's ``results``.
+
+        Raises:
+            RewardServerError: a field is missing or has the wrong type.
+        """
+        try:
+            components = {
+                name: ComponentResult(
+                    score=_number_or_none(c.get("score"), "score"),
+                    weight=_number(c.get("weight", 1.0), "weight"),
+                    status=str(c["status"]),
+                    detail=c.get("detail"),
+                    info=dict(c.get("info") or {}),
+                )
+                for name, c in (body.get("components") or {}).items()
+            }
+            result = cls(
+                id=str(body["id"]),
+                reward=_number_or_none(body["reward"], "reward"),
+                status=str(body["status"]),
+                components=components,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RewardServerError(f"malformed result from the reward server: {exc!r} in {body!r:.300}") from exc
+        if result.reward is not None and result.status != "ok":
+            # The contract: a number comes only with status ok. A number with "timeout" is an infrastructure failure
+            # passed off as a verdict, which must never be trained on.
+            raise RewardServerError(
+                f"the reward server gave reward {result.reward} with status {result.status!r} for item "
+                f"{result.id!r}; a reward is a number only with status 'ok'"
+            )
+        return result
+
+
+def _number(value: Any, name: str) -> float:
+    """A JSON number as a finite float. Strings, booleans, NaN and infinities are refused: a NaN reward would be
+    read as 'not scoreable' with status ok, and an infinite one would turn every advantage of its group to NaN."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return float(value)
+
+
+def _number_or_none(value: Any, name: str) -> float | None:
+    return None if value is None else _number(value, name)
+
+
+class RewardServerError(Exception):
+    """The reward server refused a request, kept failing after the retries, or answered something malformed.
+
+    Attributes:
+        status_code: the HTTP status of the last answer, or ``None`` when no answer came (connection error).
+        url: the server that answered last.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None, url: str | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.url = url
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When and how long to wait before trying a request again.
+
+    Attributes:
+        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts at most).
+        backoff_s: first wait; it doubles after each failed attempt.
+        max_backoff_s: ceiling on any one wait, ``Retry-After`` included, so a misconfigured server cannot stall
+            a training step for hours.
+        jitter: each computed backoff is multiplied by a uniform factor in ``[1 - jitter, 1 + jitter]`` so that
+            many clients do not retry in lock step.
+    """
+
+    max_retries: int = 5
+    backoff_s: float = 0.25
+    max_backoff_s: float = 30.0
+    jitter: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.backoff_s < 0 or self.max_backoff_s < 0:
+            raise ValueError("backoff_s and max_backoff_s must be >= 0")
+        if not 0 <= self.jitter < 1:
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter}")
+
+    def delay_s(self, attempt: int, response: httpx.Response | None) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 0)."""
+        retry_after = _parse_retry_after(response.headers.get("Retry-After")) if response is not None else None
+        if retry_after is not None:
+            return min(retry_after, self.max_backoff_s)
+        base = min(self.backoff_s * (2**attempt), self.max_backoff_s)
+        return base * random.uniform(1 - self.jitter, 1 + self.jitter)
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds from now: either delta-seconds or an HTTP date (RFC 9110, section 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class _Balancer:
+    """Picks a server: fewest requests in flight, round-robin among equals, skipping servers that just failed.
+
+    A server that failed is left alone for ``cooldown_s`` (or its ``Retry-After``) while another one is
+    healthy, so one dead server does not cost every request a connection error. Thread-safe.
+    """
+
+    def __init__(self, base_urls: str | Sequence[str], cooldown_s: float = 5.0) -> None:
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        if not urls:
+            raise ValueError("give at least one reward server URL, e.g. 'http://127.0.0.1:8000'")
+        self.urls = [u.rstrip("/") for u in urls]
+        self.cooldown_s = cooldown_s
+        self._in_flight = dict.fromkeys(self.urls, 0)
+        self._down_until = dict.fromkeys(self.urls, 0.0)
+        self._turn = itertools.count()
+        self._lock = threading.Lock()
+
+    def pick(self, avoid: str | None = None) -> str:
+        """The next server to try; ``avoid`` (the one that just failed) only when it is the only one."""
+        with self._lock:
+            start = next(self._turn)
+            order = [self.urls[(start + i) % len(self.urls)] for i in range(len(self.urls))]
+            if avoid is not None and len(order) > 1:
+                order = [u for u in order if u != avoid]
+            now = time.monotonic()
+            healthy = [u for u in order if self._down_until[u] <= now]
+            return min(healthy or order, key=lambda u: self._in_flight[u])  # min keeps the first of equals
+
+    def mark_failed(self, url: str, for_s: float | None = None) -> None:
+        """Skip ``url`` for ``for_s`` seconds (default ``cooldown_s``) while another server is healthy."""
+        with self._lock:
+            self._down_until[url] = time.monotonic() + max(for_s or 0.0, self.cooldown_s)
+
+    @contextlib.contextmanager
+    def in_flight(self, url: str) -> Iterator[None]:
+        """Count a request to ``url`` as in flight while the block runs."""
+        with self._lock:
+            self._in_flight[url] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight[url] -= 1
+
+
+def _request_body(
+    items: Sequence[RewardItem], components: Mapping[str, ComponentSpec] | None, preset: str | None
+) -> dict[str, Any]:
+    ids = [item.id for item in items]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise ValueError(f"item ids must be unique within a request; repeated: {dupes}")
+    return {
+        "items": [item.to_json() for item in items],
+        "components": None if components is None else dict(components),
+        "preset": preset,
+    }
+
+
+def _decode(response: httpx.Response, items: Sequence[RewardItem], url: str) -> list[RewardResult]:
+    """Check the answer and return results in the order of ``items``.
+
+    Raises:
+        RewardServerError: a non-2xx answer, malformed JSON, or ids that do not match the request's.
+    """
+    if response.status_code >= 400:
+        hint = ""
+        if response.status_code == 413:
+            hint = " (the batch exceeds the server's max_batch_items: lower the client's max_batch_items)"
+        elif response.status_code == 401:
+            hint = f" (the server needs an API key: pass api_key= or set {API_KEY_ENV})"
+        raise RewardServerError(
+            f"{url}{REWARDS_PATH} answered {response.status_code}{hint}: {response.text[:500]}",
+            status_code=response.status_code,
+            url=url,
+        )
+    try:
+        raw = response.json()["results"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RewardServerError(f"{url} answered without a 'results' list: {response.text[:300]!r}", url=url) from exc
+    results = [RewardResult.from_json(r) for r in raw]
+    by_id = {r.id: r for r in results}
+    expected = [item.id for item in items]
+    if len(results) != len(items) or set(by_id) != set(expected):
+        missing = sorted(set(expected) - set(by_id))[:5]
+        extra = sorted(set(by_id) - set(expected))[:5]
+        raise RewardServerError(
+            f"{url} returned {len(results)} results for {len(items)} items (missing ids {missing}, "
+            f"unexpected ids {extra}); refusing to guess which reward belongs to which completion",
+            url=url,
+        )
+    return [by_id[i] for i in expected]
+
+
+def _chunks(items: Sequence[RewardItem], size: int) -> Iterator[Sequence[RewardItem]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _give_up(url: str, attempts: int, response: httpx.Response | None, error: Exception | None) -> RewardServerError:
+    what = f"HTTP {response.status_code}" if response is not None else f"{type(error).__name__}: {error}"
+    return RewardServerError(
+        f"reward server {url} still failing after {attempts} attempts ({what})",
+        status_code=None if response is None else response.status_code,
+        url=url,
+    )
+
+
+def _auth_headers(api_key: str | None) -> dict[str, str]:
+    if api_key is None:
+        return {}
+    if not api_key or any(c.isspace() for c in api_key):
+        raise ValueError("api_key must be a non-empty string without whitespace (check RLVR_API_KEY)")
+    return {"Authorization": f"Bearer {api_key}"}
+
+
+def server_urls_from_env(default: str | Sequence[str] | None = None) -> list[str]:
+    """The server URLs in ``RLVR_SERVER_URL`` (comma-separated), else ``default``.
+
+    Raises:
+        ValueError: the variable is unset (or blank) and there is no ``default``.
+    """
+    raw = os.environ.get(SERVER_URL_ENV, "")
+    urls = [u.strip() for u in raw.split(",") if u.strip()]
+    if urls:
+        return urls
+    if default is None:
+        raise ValueError(
+            f"set {SERVER_URL_ENV} to the reward server's URL (several comma-separated), e.g. http://127.0.0.1:8000"
+        )
+    return [default] if isinstance(default, str) else list(default)
+
+
+def api_key_from_env() -> str | None:
+    """``RLVR_API_KEY``, or ``None`` when it is unset or blank."""
+    return os.environ.get(API_KEY_ENV, "").strip() or None
+
+
+def client_from_env(**kwargs: Any) -> RewardClient:
+    """A :class:`RewardClient` for ``RLVR_SERVER_URL`` with the key in ``RLVR_API_KEY``; ``kwargs`` go to it."""
+    kwargs.setdefault("api_key", api_key_from_env())
+    return RewardClient(server_urls_from_env(), **kwargs)
+
+
+_HttpClient = TypeVar("_HttpClient", httpx.Client, httpx.AsyncClient)
+
+
+class _ClientBase(Generic[_HttpClient]):
+    """What the sync and async clients share: arguments, balancing, and the retry loop without its I/O."""
+
+    def __init__(
+        self,
+        base_urls: str | Sequence[str],
+        *,
+        client: _HttpClient | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        max_batch_items: int = 1024,
+        api_key: str | None = None,
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_batch_items < 1:
+            raise ValueError(f"max_batch_items must be >= 1, got {max_batch_items}")
+        self._balancer = _Balancer(base_urls)
+        self.timeout_s = timeout_s
+        # A server that drops packets (not one that refuses) would otherwise hold each attempt for the whole
+        # timeout_s before the retry moves to another server.
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
+        self.retry = retry or RetryPolicy()
+        self.max_batch_items = max_batch_items
+        self._headers = _auth_headers(api_key)
+        self._owns_client = client is None
+        self._client: _HttpClient = client if client is not None else self._new_client(self._timeout)
+
+    def _new_client(self, timeout: httpx.Timeout) -> _HttpClient:
+        raise NotImplementedError
+
+    @property
+    def base_urls(self) -> list[str]:
+        """The servers this client balances over."""
+        return list(self._balancer.urls)
+
+    def _attempts(
+        self, items: Sequence[RewardItem]
+    ) -> Generator[tuple[str, float], tuple[httpx.Response | None, Exception | None], list[RewardResult]]:
+        """The retry loop without the I/O, shared by the sync and async clients.
+
+        Yields ``(url, wait_s)``: wait ``wait_s``, then POST to ``url`` and send back ``(response, None)`` or
+        ``(None, transport_error)``. Returns the decoded results, or raises :class:`RewardServerError`.
+        """
+        url: str | None = None
+        wait_s = 0.0
+        for attempt in itertools.count():
+            url = self._balancer.pick(avoid=url)
+            response, error = yield url, wait_s
+            if response is not None and response.status_code not in RETRY_STATUS_CODES:
+                return _decode(response, items, url)
+            retryable = response is None or response.status_code in RETRY_STATUS_CODES
+            if not retryable or attempt >= self.retry.max_retries:
+                raise _give_up(url, attempt + 1, response, error)
+            wait_s = self.retry.delay_s(attempt, response)
+            self._balancer.mark_failed(url, wait_s)
+        raise AssertionError("unreachable")
+
+
+class RewardClient(_ClientBase[httpx.Client]):
+    """Blocking client of ``POST /v1/rewards``.
+
+    Args:
+        base_urls: one server URL or several to balance over, e.g. ``"http://127.0.0.1:8000"``.
+        client: an ``httpx.Client`` to use (tests pass one with a ``MockTransport``); closed by :meth:`close`
+            only when this object created it.
+        timeout_s: per-request timeout in seconds (read, write and pool; connecting gets at most
+            ``CONNECT_TIMEOUT_S`` of it).
+        retry: the :class:`RetryPolicy`.
+        max_batch_items: larger batches are split into requests of at most this many items; keep it at or below
+            the server's ``max_batch_items``.
+        api_key: sent as ``Authorization: Bearer <api_key>`` with every request (the server's ``RLVR_API_KEYS``).
+
+    Raises:
+        ValueError: a non-positive ``timeout_s`` or ``max_batch_items``, no URL, or an API key that is blank or
+            holds whitespace.
+    """
+
+    _sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    def _new_client(self, timeout: httpx.Timeout) -> httpx.Client:
+        return httpx.Client(timeout=timeout)
+
+    def __enter__(self) -> RewardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP client if this object created it."""
+        if self._owns_client:
+            self._client.close()
+
+    def score(
+        self,
+        items: Sequence[RewardItem],
+        *,
+        components: Mapping[str, ComponentSpec] | None = None,
+        preset: str | None = None,
+    ) -> list[RewardResult]:
+        """Score ``items`` and return one :class:`RewardResult` per item, in the same order.
+
+        Args:
+            items: the completions; ids unique.
+            components: request-level components (an item's own ``components`` override them).
+            preset: request-level preset name.
+
+        Raises:
+            ValueError: repeated item ids.
+            RewardServerError: a 4xx (names the bad field), or still failing after the retries.
+        """
+        results: list[RewardResult] = []
+        for chunk in _chunks(items, self.max_batch_items):
+            results.extend(self._post(chunk, _request_body(chunk, components, preset)))
+        return results
+
+    def _post(self, items: Sequence[RewardItem], body: dict[str, Any]) -> list[RewardResult]:
+        attempts = self._attempts(items)
+        url, wait_s = next(attempts)
+        while True:
+            self._sleep(wait_s)
+            with self._balancer.in_flight(url):
+                try:
+                    response = self._client.post(
+                        url + REWARDS_PATH, json=body, headers=self._headers, timeout=self._timeout
+                    )
+                    sent: _Answer = (response, None)
+                except httpx.TransportError as exc:  # connection refused or reset, timeouts
+                    sent = (None, exc)
+            try:
+                url, wait_s = attempts.send(sent)
+            except StopIteration as done:
+                return done.value
+
+    def wait_ready(self, timeout_s: float = 120.0, poll_s: float = 0.25, *, require_all: bool = True) -> list[str]:
+        """Block until the servers answer ``GET /readyz`` with 200; every server is polled in each round.
+
+        Args:
+            timeout_s: how long to wait, in seconds.
+            poll_s: pause between rounds, in seconds.
+            require_all: wait for every server, and fail if one is not ready in time. With ``False`` the wait still
+                lasts until every server is ready or ``timeout_s`` has passed, then goes on with those that are
+                ready (the balancer keeps trying the others and uses them once they answer).
+
+        Returns:
+            The ready servers' URLs.
+
+        Raises:
+            TimeoutError: a server (with ``require_all``) or every server was not ready within ``timeout_s``; the
+                message names them.
+        """
+        deadline = time.monotonic() + timeout_s
+        ready: set[str] = set()
+        while True:
+            ready.update(url for url in self.base_urls if url not in ready and self._is_ready(url))
+            if len(ready) == len(self.base_urls) or time.monotonic() > deadline:
+                break
+            self._sleep(poll_s)
+        missing = [url for url in self.base_urls if url not in ready]
+        if missing and (require_all or not ready):
+            raise TimeoutError(
+                f"reward server(s) {', '.join(missing)} not ready after {timeout_s:g} s (GET {READY_PATH}); start "
+                "them (python -m reward_server) or correct the URL"
+            )
+        return [url for url in self.base_urls if url in ready]
+
+    def _is_ready(self, url: str) -> bool:
+        try:
+            answer = self._client.get(url + READY_PATH, headers=self._headers, timeout=min(5.0, self.timeout_s))
+            return answer.status_code == 200
+        except httpx.TransportError:
+            return False
+
+
+class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
+    """Asynchronous client of ``POST /v1/rewards``; same arguments and guarantees as :class:`RewardClient`.
+
+    A batch larger than ``max_batch_items`` is split and its requests run concurrently, spread over the servers.
+    """
+
+    _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
+
+    def _new_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout)
+
+    async def __aenter__(self) -> AsyncRewardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def score(
+        self,
+        items: Sequence[RewardItem],
+        *,
+        components: Mapping[str, ComponentSpec] | None = None,
+        preset: str | None = None,
+    ) -> list[RewardResult]:
+        """Score ``items``; see :meth:`RewardClient.score`."""
+        chunks = list(_chunks(items, self.max_batch_items))
+        parts = await asyncio.gather(*(self._post(c, _request_body(c, components, preset)) for c in chunks))
+        return [r for part in parts for r in part]
+
+    async def _post(self, items: Sequence[RewardItem], body: dict[str, Any]) -> list[RewardResult]:
+        attempts = self._attempts(items)
+        url, wait_s = next(attempts)
+        while True:
+            await self._sleep(wait_s)
+            with self._balancer.in_flight(url):
+                try:
+                    response = await self._client.post(
+                        url + REWARDS_PATH, json=body, headers=self._headers, timeout=self._timeout
+                    )
+                    sent: _Answer = (response, None)
+                except httpx.TransportError as exc:
+                    sent = (None, exc)
+            try:
+                url, wait_s = attempts.send(sent)
+            except StopIteration as done:
+                return done.value

@@ -1,0 +1,201 @@
+"""TRL reward functions: ``completions, **columns -> list[float | None]`` scored through the reward server
+(tested with TRL 1.16.0's ``GRPOTrainer``).
+
+``GRPOTrainer(reward_funcs=[...])`` calls each function with the completions of a whole step and the dataset's
+columns; the step's completions (whole groups) go to the server in one request, and the per-component functions
+of :func:`reward_functions` share that one request. ``None`` is a completion the server could not score: TRL
+leaves a completion for which every function returned ``None`` out of its group's baseline, with advantage 0.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rlvr_client.chat import prompt_text
+from rlvr_client.client import ComponentSpec, RewardClient, RewardItem, RewardResult, client_from_env
+
+__all__ = ["component_score", "reward_function", "reward_functions"]
+
+
+def _completion_text(completion: Any) -> str:
+    """TRL passes a string, or for conversational data a list of messages; score the assistant's text."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
+    raise TypeError(f"a completion must be a string or a list of chat messages, got {type(completion).__name__}")
+
+
+def _column(columns: Mapping[str, Any], name: str, i: int) -> Any:
+    values = columns.get(name)
+    return None if values is None else values[i]
+
+
+def component_score(result: RewardResult, name: str) -> float | None:
+    """What component ``name`` added to ``result.reward``, per unit of its weight; ``None`` when the item could
+    not be scored.
+
+    ``None`` for every component of an unscoreable item, so that TRL, which sums its functions skipping ``None``
+    (``nansum``), leaves the item out instead of training on the components that happened to be scored. A
+    component that abstained (``language`` on a chain of thought too short to judge) counts as the server counted
+    it, read back from the reward.
+    """
+    if result.reward is None or name not in result.components:
+        return None
+    own = result.components[name]
+    if own.score is not None:
+        return own.score
+    if own.weight == 0:
+        return None
+    others = [c for n, c in result.components.items() if n != name and c.weight != 0]
+    if any(c.score is None for c in others):
+        return None  # two abstentions: the reward does not tell them apart
+    return (result.reward - sum(c.weight * c.score for c in others if c.score is not None)) / own.weight
+
+
+def _items(
+    completions: Sequence[Any], columns: Mapping[str, Any], task: str, ground_truth_column: str
+) -> list[RewardItem]:
+    batch = uuid.uuid4().hex[:12]
+    items = []
+    for i, completion in enumerate(completions):
+        item_task = _column(columns, "task", i) or task
+        truth = _column(columns, ground_truth_column, i)
+        if item_task == "math" and truth is None:
+            raise KeyError(
+                f"no {ground_truth_column!r} column for a math item; pass ground_truth_column= the column "
+                f"that holds the reference answer (columns seen: {sorted(columns)})"
+            )
+        ids = _column(columns, "completion_ids", i)
+        prompt = _column(columns, "prompts", i)
+        items.append(
+            RewardItem(
+                id=f"{batch}-{i}",
+                task=item_task,
+                response=_completion_text(completion),
+                ground_truth=None if truth is None else str(truth),
+                components=_column(columns, "components", i),
+                preset=_column(columns, "preset", i),
+                language=_column(columns, "language", i),
+                num_tokens=None if ids is None else len(ids),
+                tests=_column(columns, "tests", i),
+                prompt=None if prompt is None else prompt_text(prompt),
+            )
+        )
+    return items
+
+
+class _StepScorer:
+    """Scores one step's completions once for several reward functions: TRL calls them one after the other with
+    the same ``completions`` list, so the first call sends the request and the others reuse its results."""
+
+    def __init__(
+        self,
+        client: RewardClient,
+        *,
+        task: str,
+        components: Mapping[str, ComponentSpec] | None,
+        preset: str | None,
+        ground_truth_column: str,
+    ) -> None:
+        self.client = client
+        self.task = task
+        self.components = components
+        self.preset = preset
+        self.ground_truth_column = ground_truth_column
+        self.requests_sent = 0
+        self._last: tuple[Sequence[Any], list[str], list[RewardResult]] | None = None
+
+    def score(self, completions: Sequence[Any], columns: Mapping[str, Any]) -> list[RewardResult]:
+        texts = [_completion_text(c) for c in completions]
+        if self._last is not None and self._last[0] is completions and self._last[1] == texts:
+            return self._last[2]
+        items = _items(completions, columns, self.task, self.ground_truth_column)
+        results = self.client.score(items, components=self.components, preset=self.preset)
+        self.requests_sent += 1
+        self._last = (completions, texts, results)
+        return results
+
+
+def _client_of(client: RewardClient | str | Sequence[str] | None) -> RewardClient:
+    if isinstance(client, RewardClient):
+        return client
+    return client_from_env() if client is None else RewardClient(client)
+
+
+def reward_function(
+    client: RewardClient | str | Sequence[str] | None = None,
+    *,
+    task: str = "math",
+    components: Mapping[str, ComponentSpec] | None = None,
+    preset: str | None = None,
+    component: str | None = None,
+    ground_truth_column: str = "ground_truth",
+    name: str | None = None,
+) -> Callable[..., list[float | None]]:
+    """A reward function for TRL's ``GRPOTrainer(reward_funcs=[...])`` that scores through the reward server.
+
+    The returned callable has TRL's contract, ``f(completions, **columns) -> list[float | None]``: ``columns``
+    holds the dataset's columns (one value per completion). It reads ``ground_truth_column`` and, where present,
+    the ``task``, ``tests``, ``language``, ``components`` and ``preset`` columns, and TRL's ``prompts`` and
+    ``completion_ids``. ``None`` comes back for a completion the server could not score (timeout, sandbox failure
+    ...), which TRL leaves out of the group baseline; it is never turned into 0.
+
+    Args:
+        client: a :class:`RewardClient`, or the server URL(s) to build one; ``None`` reads ``RLVR_SERVER_URL``
+            (comma-separated) and ``RLVR_API_KEY``.
+        task: the task when the dataset has no ``task`` column.
+        components: request-level components, e.g. ``{"accuracy": 1.0, "format": 0.5}``.
+        preset: request-level preset.
+        component: return this component's :func:`component_score` instead of the total reward. For one function
+            per component, :func:`reward_functions` sends one request for all of them.
+        ground_truth_column: the dataset column with the reference answer (TRL datasets often call it
+            ``solution`` or ``answer``).
+        name: the function's ``__name__``, which TRL uses in its metric names.
+
+    Raises (when called):
+        KeyError: the dataset lacks ``ground_truth_column`` for a math task.
+        RewardServerError: the server refused the batch or stayed unreachable.
+    """
+    scorer = _StepScorer(
+        _client_of(client), task=task, components=components, preset=preset, ground_truth_column=ground_truth_column
+    )
+    return _function(scorer, component, name)
+
+
+def reward_functions(
+    client: RewardClient | str | Sequence[str] | None = None,
+    *,
+    components: Mapping[str, ComponentSpec],
+    task: str = "math",
+    ground_truth_column: str = "ground_truth",
+) -> list[Callable[..., list[float | None]]]:
+    """One TRL reward function per component, named ``rlvr_<component>``, for per-component curves in TRL's logs
+    and TRL's own weights: ``GRPOConfig(reward_weights=[...])``, in the order of ``components``.
+
+    The server scores each component at weight 1 (the weights in ``components`` are replaced, their parameters
+    kept), so that TRL's weighted sum is the reward; the functions of one step share one request.
+
+    Args:
+        client: as :func:`reward_function`.
+        components: the components, e.g. ``{"accuracy": 1, "format": {"mode": "soft"}}``.
+        task, ground_truth_column: as :func:`reward_function`.
+    """
+    unit = {n: {**spec, "weight": 1.0} if isinstance(spec, Mapping) else 1.0 for n, spec in components.items()}
+    scorer = _StepScorer(
+        _client_of(client), task=task, components=unit, preset=None, ground_truth_column=ground_truth_column
+    )
+    return [_function(scorer, name, None) for name in components]
+
+
+def _function(scorer: _StepScorer, component: str | None, name: str | None) -> Callable[..., list[float | None]]:
+    def score_completions(completions: Sequence[Any], **columns: Any) -> list[float | None]:
+        results = scorer.score(completions, columns)
+        if component is None:
+            return [r.reward for r in results]
+        return [component_score(r, component) for r in results]
+
+    score_completions.__name__ = name or (f"rlvr_{component}" if component else "rlvr_reward")
+    return score_completions
