@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from rlvr_client.client import RewardClient, RewardItem
+from tests.conftest import IN_CI
 from tests.reward_server.serverproc import ServerProcess, cmdline, descendants
 
 pytestmark = pytest.mark.slow
@@ -86,37 +87,56 @@ def test_killing_the_math_workers_mid_batch(server: ServerProcess) -> None:
 
 @pytest.mark.bwrap
 def test_killing_a_sandbox_mid_batch(server: ServerProcess) -> None:
-    code = {
-        "id": "code",
-        "task": "code",
-        "response": "```python\nimport time\ntime.sleep(3)\nprint(input())\n```",
-        "tests": {"type": "stdio", "cases": [{"input": "1\n", "output": "1\n"}]},
-    }
-    if not server.sandboxes():
-        pytest.skip("no local sandbox on this machine (bubblewrap)")
-    items = [code, item("m")]
+    """The sandbox (bubblewrap and the runner in it) running a code item dies: that item is sandbox_error."""
+    _require_sandboxes(server)
+    marker = f"44.{os.getpid() % 1000}"
+    items = [_sleeping_code(marker), item("m")]
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(post, server.url, items)
-        time.sleep(1.5)  # the program is asleep in its sandbox now
-        for pid in server.sandboxes():
-            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: _sleeping(marker) is not None)
+        busy = [s for s in server.sandboxes() if _sleeping(marker) in descendants(s)]
+        assert len(busy) == 1
+        os.kill(busy[0], signal.SIGKILL)
         results = {r["id"]: r for r in assert_one_result_per_id(future.result(timeout=60), items)}
     assert results["code"]["status"] == "sandbox_error" and results["code"]["reward"] is None
     assert results["m"]["reward"] == 1.0
 
 
 @pytest.mark.bwrap
-def test_a_job_killed_from_outside_is_sandbox_error(server: ServerProcess) -> None:
-    """An operator (or the host's OOM killer) kills the program of a running code item: null, not 0."""
-    if not server.sandboxes():
-        pytest.skip("no local sandbox on this machine (bubblewrap)")
-    marker = f"43.{os.getpid() % 1000}"
-    code = {
+def test_sandboxes_killed_while_idle_give_no_500(server: ServerProcess) -> None:
+    """A sandbox that died idle is found out when a job leases it: sandbox_error (or a fresh sandbox), never 500."""
+    _require_sandboxes(server)
+    for pid in server.sandboxes():
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    quick = {
+        "id": "code",
+        "task": "code",
+        "response": "```python\nprint(1)\n```",
+        "tests": {"type": "stdio", "cases": [{"input": "", "output": "1\n"}]},
+    }
+    for _ in range(3):  # as many jobs as there were sandboxes, and one more
+        results = assert_one_result_per_id(post(server.url, [quick, item("m")]), [quick, item("m")])
+        assert (results[0]["status"], results[0]["reward"]) in {("ok", 1.0), ("sandbox_error", None)}
+        assert results[1]["reward"] == 1.0
+
+
+def _sleeping_code(marker: str) -> dict[str, Any]:
+    """A code item whose program becomes `sleep <marker>` (so the test can find it)."""
+    return {
         "id": "code",
         "task": "code",
         "response": f"```python\nimport os\nos.execv('/bin/sleep', ['sleep', '{marker}'])\n```",
         "tests": {"type": "stdio", "cases": [{"input": "", "output": "1\n"}]},
     }
+
+
+@pytest.mark.bwrap
+def test_a_job_killed_from_outside_is_sandbox_error(server: ServerProcess) -> None:
+    """An operator (or the host's OOM killer) kills the program of a running code item: null, not 0."""
+    _require_sandboxes(server)
+    marker = f"43.{os.getpid() % 1000}"
+    code = _sleeping_code(marker)
     items = [code, item("m")]
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(post, server.url, items)
@@ -126,6 +146,18 @@ def test_a_job_killed_from_outside_is_sandbox_error(server: ServerProcess) -> No
     assert results["code"]["status"] == "sandbox_error" and results["code"]["reward"] is None
     assert "from outside the sandbox" in results["code"]["components"]["accuracy"]["detail"]
     assert results["m"]["reward"] == 1.0
+
+
+def _require_sandboxes(server: ServerProcess) -> None:
+    """Wait until the server's sandboxes are up (a test before may have killed them all); skip where the
+    sandbox cannot run here at all, except in CI."""
+    state = httpx.get(f"{server.url}/readyz", timeout=10).json()["checks"]["sandbox"]
+    if state.startswith("unavailable"):
+        if IN_CI:
+            pytest.fail(f"CI=true: the sandbox must run here ({state})")
+        pytest.skip(state)
+    wait_for(lambda: httpx.get(f"{server.url}/readyz", timeout=10).json()["checks"]["sandbox"] == "ok", 60)
+    wait_for(lambda: bool(server.sandboxes()), 60)
 
 
 def _sleeping(marker: str) -> int | None:
