@@ -17,9 +17,14 @@ scored after generation ends (behind the reference/old log-probs when ``beta > 0
     python benchmarks/trainer_step.py                 # CPU, random tiny Qwen2, about two minutes
     python benchmarks/trainer_step.py --model examples/arithmetic/runs/sft \
         --data examples/arithmetic/runs/data/train.jsonl   # the example's warmed-up policy
-    # Qwen2-0.5B's shape on GPU (random weights; the vocabulary is this script's tokenizer, not Qwen's 152k):
+    # Qwen2-0.5B's shape on GPU, its 151,936-token vocabulary included (random weights; the tokenizer is this
+    # script's, and ids past it decode to nothing):
     python benchmarks/trainer_step.py --device cuda --hidden-size 896 --layers 24 --heads 14 --kv-heads 2 \
-        --intermediate-size 4864 --completion-length 256 --math-workers 8
+        --intermediate-size 4864 --vocab-size 151936 --completion-length 256 --math-workers 8
+
+Options for throughput alone (``benchmarks/gpu_check.sh`` uses them): ``--modes overlap`` runs one mode,
+``--rewards stand-in`` scores in-process with a length-parity rule instead of a server (no server dependencies
+needed), ``--backend vllm`` samples with vLLM (``use_vllm: true``), ``--json FILE`` writes the summary.
 """
 
 from __future__ import annotations
@@ -37,9 +42,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "clients"))  # the light client, rlvr_client
 
 from transformers import AutoModelForCausalLM  # noqa: E402
 
+from tests.trainer.conftest import StandInServer  # noqa: E402
 from trainer.config import config_from_dict  # noqa: E402
 from trainer.tiny import build_tiny_model, build_tokenizer  # noqa: E402
 from trainer.train import train  # noqa: E402
@@ -58,10 +65,54 @@ def _prompts(n: int) -> list[dict[str, Any]]:
     ]
 
 
+def stand_in_reward(response: str) -> float:
+    """The ``--rewards stand-in`` rule, shared with ``trl_step.py``: 1 for a completion of odd length in characters."""
+    return float(len(response) % 2)
+
+
+def build_model(args: argparse.Namespace, rows: list[dict[str, Any]], model_dir: Path) -> None:
+    """The random tiny Qwen2 of these benchmarks (the same for the same arguments), saved to ``model_dir``."""
+    tokenizer = build_tokenizer([r["prompt"] + r["ground_truth"] for r in rows], vocab_size=384)
+    model = build_tiny_model(
+        tokenizer,
+        hidden_size=args.hidden_size,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        num_kv_heads=args.kv_heads,
+        intermediate_size=args.intermediate_size,
+    )
+    if args.vocab_size and args.vocab_size > len(tokenizer):
+        model.resize_token_embeddings(args.vocab_size, mean_resizing=False)
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+
+
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The batch and model options that ``trl_step.py`` shares, so both measure the same thing."""
+    parser.add_argument("--steps", type=int, default=5, help="measured steps per run (plus one warm-up step)")
+    parser.add_argument("--prompts", type=int, default=16, help="prompt_batch_size")
+    parser.add_argument("--generations", type=int, default=8, help="num_generations")
+    parser.add_argument("--completion-length", type=int, default=48)
+    parser.add_argument("--hidden-size", type=int, default=192)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--intermediate-size", type=int, default=None, help="default 4 x hidden size")
+    parser.add_argument("--vocab-size", type=int, default=None, help="pad the embedding to this many tokens")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the trainer")
+    parser.add_argument("--model", type=Path, help="a HF model directory instead of a random tiny Qwen2")
+    parser.add_argument("--data", type=Path, help="prompt JSONL for --model (default: generated sums)")
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute activations (CUDA)")
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
+
+
 def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: str, out: Path) -> list[dict[str, Any]]:
     """One training run in ``mode``; returns the metrics of its measured steps."""
+    extra = {"use_vllm": True} if args.backend == "vllm" else {}
     cfg = config_from_dict(
         {
+            **extra,
             "model_name_or_path": str(model_dir),
             "train_data": str(data),
             "output_dir": str(out),
@@ -77,10 +128,14 @@ def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: 
             "progress_bar": False,
             "device": args.device,
             "torch_num_threads": args.threads,
+            "gradient_checkpointing": args.gradient_checkpointing,
             "seed": 0,
         }
     )
-    return train(cfg).history[1:]  # the first step warms up kernels and connections
+    scorer = None
+    if args.rewards == "stand-in":
+        scorer = StandInServer(lambda item: stand_in_reward(item["response"])).scorer()
+    return train(cfg, scorer=scorer).history[1:]  # the first step warms up kernels and connections
 
 
 def _summary(steps: list[dict[str, Any]]) -> dict[str, float]:
@@ -97,22 +152,13 @@ def _summary(steps: list[dict[str, Any]]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running reward server; default: start one here")
-    parser.add_argument("--steps", type=int, default=5, help="measured steps per run (plus one warm-up step)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per mode, alternating the modes against drift")
-    parser.add_argument("--prompts", type=int, default=16, help="prompt_batch_size")
-    parser.add_argument("--generations", type=int, default=8, help="num_generations")
     parser.add_argument("--chunk", type=int, default=4, help="rollout_chunk_prompts")
-    parser.add_argument("--completion-length", type=int, default=48)
-    parser.add_argument("--hidden-size", type=int, default=192)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--kv-heads", type=int, default=2)
-    parser.add_argument("--intermediate-size", type=int, default=None, help="default 4 x hidden size")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--math-workers", type=int, default=1, help="worker processes of the server started here")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the trainer")
-    parser.add_argument("--model", type=Path, help="a HF model directory instead of a random tiny Qwen2")
-    parser.add_argument("--data", type=Path, help="prompt JSONL for --model (default: generated sums)")
+    parser.add_argument("--modes", nargs="+", default=["no-overlap", "overlap"], choices=["no-overlap", "overlap"])
+    parser.add_argument("--rewards", default="server", choices=["server", "stand-in"], help="stand-in: no server")
+    parser.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    add_shape_arguments(parser)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:
@@ -123,22 +169,12 @@ def main() -> None:
         rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
         model_dir = args.model or root / "model"
         if args.model is None:
-            tokenizer = build_tokenizer([r["prompt"] + r["ground_truth"] for r in rows], vocab_size=384)
-            model = build_tiny_model(
-                tokenizer,
-                hidden_size=args.hidden_size,
-                num_layers=args.layers,
-                num_heads=args.heads,
-                num_kv_heads=args.kv_heads,
-                intermediate_size=args.intermediate_size,
-            )
-            model.save_pretrained(model_dir)
-            tokenizer.save_pretrained(model_dir)
+            build_model(args, rows, model_dir)
         n_params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
 
         server = None
         url = args.url
-        if url is None:
+        if url is None and args.rewards == "server":
             port = _free_port()
             url = f"http://127.0.0.1:{port}"
             env = {**os.environ, "RLVR_MATH_WORKERS": str(args.math_workers)}
@@ -151,10 +187,10 @@ def main() -> None:
             )
         try:
             load = os.getloadavg()[0]
-            steps: dict[str, list[dict[str, Any]]] = {"no-overlap": [], "overlap": []}
+            steps: dict[str, list[dict[str, Any]]] = {mode: [] for mode in args.modes}
             for k in range(args.rounds):
                 for mode in steps:
-                    steps[mode] += _run(mode, args, model_dir, data, url, root / f"{mode}-{k}")
+                    steps[mode] += _run(mode, args, model_dir, data, url or "http://stand-in", root / f"{mode}-{k}")
             results = {mode: _summary(rows) for mode, rows in steps.items()}
         finally:
             if server is not None:
@@ -162,7 +198,8 @@ def main() -> None:
                 server.wait(timeout=30)
 
     print(
-        f"model: {n_params / 1e6:.1f}M parameters on {args.device}; {args.prompts} prompts x {args.generations} "
+        f"model: {n_params / 1e6:.1f}M parameters on {args.device} ({args.backend} generation, rewards from "
+        f"{args.rewards}); {args.prompts} prompts x {args.generations} "
         f"completions of <= {args.completion_length} tokens per step, chunks of {args.chunk} prompts; "
         f"{args.rounds} x {args.steps} measured steps per mode, alternating; medians; load average at start "
         f"{load:.2f}, at end {os.getloadavg()[0]:.2f}, on {os.cpu_count()} cores"
@@ -173,6 +210,10 @@ def main() -> None:
             f"{mode:<11} {r['step_s']:8.2f} {r['reward_wait_s']:14.3f} {r['reward_wait_share']:10.1%} "
             f"{r['tokens_per_s']:9.0f} {r['generate_s']:11.2f}"
         )
+    if args.json is not None:
+        args.json.write_text(json.dumps({"backend": args.backend, "parameters": n_params, "modes": results}))
+    if set(results) != {"no-overlap", "overlap"}:
+        return
     base, ours = results["no-overlap"], results["overlap"]
     print(
         f"overlap / no-overlap: reward wait x{ours['reward_wait_s'] / base['reward_wait_s']:.2f}, "

@@ -21,6 +21,14 @@ security=${DEBIAN_SECURITY_MIRROR-http://deb.debian.org/debian-security}
 # What the image was made from, kept as a label so that a changed package list is never silently reused.
 recipe="$suite:$packages"
 
+# Before anything slow: without an engine, `docker image inspect` below fails like a missing image, and the
+# debootstrap would run for minutes before `docker import` found no engine.
+if ! docker info >/dev/null 2>&1; then
+    echo "no Docker engine answers ('docker info' failed): start it (sudo systemctl start docker, or sudo dockerd)," \
+        "or run this as a user in the docker group" >&2
+    exit 1
+fi
+
 if [[ "${REBUILD:-0}" != 1 ]] && docker image inspect "$tag" >/dev/null 2>&1; then
     have=$(docker image inspect -f '{{ with .Config.Labels }}{{ index . "org.rlvr.base" }}{{ end }}' "$tag")
     if [[ "$have" == "$recipe" ]]; then
@@ -30,6 +38,10 @@ if [[ "${REBUILD:-0}" != 1 ]] && docker image inspect "$tag" >/dev/null 2>&1; th
     echo "base image $tag was made from '${have:-unknown}', not '$recipe': rebuilding it"
 fi
 command -v debootstrap >/dev/null || { echo "debootstrap is missing: apt-get install debootstrap" >&2; exit 1; }
+[[ "$(id -u)" == 0 ]] || {
+    echo "debootstrap makes a root file system and needs root: sudo env PYTHON=\"\$PWD/.venv/bin/python\" docker/build_images.sh" >&2
+    exit 1
+}
 
 rootfs=$(mktemp -d /tmp/rlvr-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs" "$rootfs.log"' EXIT

@@ -28,6 +28,12 @@ from reward_server.settings import Settings
 logger = logging.getLogger("reward_server")
 
 
+def _is_json(content_type: str | None) -> bool:
+    """Whether a request's content type is one FastAPI parses as JSON (``application/json``, ``application/*+json``)."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the reward server.
 
@@ -91,6 +97,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:
         # FastAPI's default shape, minus the echo of the whole input (which can be megabytes of text).
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        sent = request.headers.get("content-type")
+        if not _is_json(sent) and any(tuple(e["loc"]) == ("body",) for e in errors):
+            # FastAPI reads a body as JSON only when it says so: `curl -d` alone sends a form, and the 422 on
+            # ["body"] would say nothing of why.
+            why = f"the body was sent as {sent!r}" if sent else "the body was sent without a content type"
+            errors = [
+                {
+                    "loc": ["body"],
+                    "msg": f"{why}, not JSON: send the header 'content-type: application/json' (curl: -H "
+                    "'content-type: application/json')",
+                    "type": "content_type",
+                }
+            ]
         return SafeJSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
 
     @app.exception_handler(StarletteHTTPException)

@@ -74,6 +74,15 @@ _BUILTIN_KINDS = (type, type(len))
 class _CaseTimeout(BaseException):
     """The case ran out of time (a BaseException, so ``except Exception`` in test or program misses it)."""
 
+    status = "timeout"
+
+
+class _HostOverloaded(_CaseTimeout):
+    """The case reached the wall-clock ceiling within its CPU time and its time off the CPU: the host kept the
+    program waiting for a CPU, so its verdict is unknown (ours to answer for, never the program's timeout)."""
+
+    status = "sandbox_error"
+
 
 class _WorkerGone(BaseException):
     """The worker died or was killed: ``status`` and ``detail`` hold the verdict of every case not run."""
@@ -359,6 +368,14 @@ def _dec(s, i, remote, depth):
 
 
 _HEADER_BYTES = 12
+
+
+def _overloaded(ceiling_s, wait_s, cpu_s, time_s):
+    """The detail of a case ended by the wall-clock ceiling (the same words as ``sandbox.base``'s)."""
+    return (
+        f"no verdict: the host kept the program waiting for a CPU for {wait_s:.2f} s, so it reached the "
+        f"{ceiling_s:g} s wall-clock ceiling after {cpu_s:.2f} of its {time_s:g} s of CPU time (the host is overloaded)"
+    )
 
 
 def _frame(text):
@@ -661,12 +678,15 @@ class _Link:
     def _over(self, now):
         cpu = self.cpu() - self.cpu0
         if cpu >= self.time_s:
-            return f"used {cpu:.2f} s of CPU time, over the {self.time_s:g} s limit"
+            return _CaseTimeout(f"used {cpu:.2f} s of CPU time, over the {self.time_s:g} s limit")
         wall = now - self.wall0
-        if wall - (self.run_delay() - self.wait0) >= self.active_s:
-            return f"still running after {self.active_s:g} s of wall-clock time not spent waiting for a CPU"
+        wait = self.run_delay() - self.wait0
+        if wall - wait >= self.active_s:
+            return _CaseTimeout(
+                f"still running after {self.active_s:g} s of wall-clock time not spent waiting for a CPU"
+            )
         if wall >= self.ceiling_s:
-            return f"still running after {self.ceiling_s:g} s of wall-clock time"
+            return _HostOverloaded(_overloaded(self.ceiling_s, wait, cpu, self.time_s))
         return None
 
     # ---- requests
@@ -785,9 +805,9 @@ class _Link:
             if now < next_check:
                 continue
             if alarm_at is None:
-                reason = self._over(now)
-                if reason is not None:
-                    self.failure = _CaseTimeout(reason)
+                failure = self._over(now)
+                if failure is not None:
+                    self.failure = failure
                     alarm_at = now
                     self._signal(_signal.SIGALRM)
                 next_check = now + _MAX_POLL_S
@@ -795,8 +815,9 @@ class _Link:
                 # The program ignored or swallowed the interruption: it goes, and the later cases with it.
                 self.kill()
                 detail = f"{self.failure}; the program did not stop when interrupted and was killed"
-                self.dead = _WorkerGone("timeout", detail)
-                self.failure = _CaseTimeout(detail)
+                kind = type(self.failure) if isinstance(self.failure, _CaseTimeout) else _CaseTimeout
+                self.dead = _WorkerGone(kind.status, detail)
+                self.failure = kind(detail)
                 raise self.failure
             else:
                 self._signal(_signal.SIGALRM)
@@ -1108,7 +1129,7 @@ def main():
                 raise link.failure
             status, detail = "ok", None
         except _CaseTimeout as exc:
-            status, detail = "timeout", str(exc)
+            status, detail = exc.status, str(exc)
         except _WorkerGone as exc:
             status, detail = exc.status, exc.detail
         except _GraderFault as exc:
@@ -1123,7 +1144,9 @@ def main():
             status, detail = "runtime_error", f"the program called exit({exc}) during the test"
         except BaseException as exc:
             status, detail = "runtime_error", getattr(exc, "rlvr_detail", None) or _describe(exc)
-        if link.failure is not None and status not in ("timeout", "runtime_error", "grader_error", "sandbox_error"):
+        if isinstance(link.failure, _HostOverloaded) and status != "grader_error":
+            status, detail = link.failure.status, str(link.failure)  # whatever the test code made of it
+        elif link.failure is not None and status not in ("timeout", "runtime_error", "grader_error", "sandbox_error"):
             status, detail = "timeout", str(link.failure)
         return status, detail, value, perf() - start, link.case_usage()
 

@@ -169,7 +169,11 @@ def _timeout_detail(why: str, answer: Mapping[str, Any], limits: Limits) -> str:
             f"still running after {limits.time_s + IDLE_GRACE_S:g} s of wall-clock time not spent waiting for a "
             "CPU (asleep or blocked); killed"
         )
-    return f"still running after {limits.wall_ceiling_s:g} s of wall-clock time (the ceiling under any load); killed"
+    return (
+        f"no verdict: the host kept the program waiting for a CPU for {answer['cpu_wait_s']:.2f} s, so it reached the "
+        f"{limits.wall_ceiling_s:g} s wall-clock ceiling after {answer['cpu_s']:.2f} of its {limits.time_s:g} s of "
+        "CPU time (the host is overloaded); killed"
+    )
 
 
 def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: Limits) -> ExecResult:
@@ -189,6 +193,10 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
         status, detail = Status.SANDBOX_ERROR, f"could not start {argv[0]!r}: {spawn_error}"
     elif answer.get("launcher_killed"):
         status, detail = Status.RUNTIME_ERROR, "killed or stopped the sandbox's process launcher (its parent)"
+    elif answer["timed_out"] == "wall":
+        # The ceiling comes last: the run was within its CPU time and its time off the CPU, so it spent at least
+        # (WALL_CEILING_FACTOR - 1) * time_s + 0.5 s waiting for a CPU. The host's fault: no verdict, never a 0.
+        status, detail = Status.SANDBOX_ERROR, _timeout_detail("wall", answer, limits)
     elif answer["timed_out"]:
         status, detail = Status.TIMEOUT, _timeout_detail(str(answer["timed_out"]), answer, limits)
     elif answer["oom_killed"]:

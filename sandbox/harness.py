@@ -4,10 +4,12 @@ Three test formats:
 
 * :class:`StdioTests` (APPS, CodeContests, LiveCodeBench, Codeforces): each case's input goes to stdin
   and stdout is compared with the expected output by one of three comparators: ``exact`` (bytes);
-  ``whitespace``, the default (CRLF pairs become LF, trailing spaces and tabs of each line and trailing
-  empty lines are dropped, and the line count must match; a lone CR is kept); ``float`` (as
-  ``whitespace``, then token by token: integer tokens must be equal, other numeric tokens may differ by
-  ``abs_tol`` or ``rel_tol`` of the expected value, anything else must be equal).
+  ``whitespace`` (CRLF pairs become LF, trailing spaces and tabs of each line and trailing empty lines are
+  dropped, and the line count must match; a lone CR is kept); ``float``, the default (as ``whitespace``,
+  then token by token: integer tokens must be equal, other numeric tokens may differ by ``abs_tol`` or
+  ``rel_tol`` of the expected value, 1e-6 each by default, anything else must be equal). ``float`` is what
+  competitive-programming judges accept for floating-point output, and what LiveCodeBench's exact
+  ``Decimal`` comparison was found to reject wrongly (LiveCodeBench issues #129 and #133).
 * :class:`AssertTests`: HumanEval's ``check(candidate)`` with ``entry_point``, or MBPP's ``test_list``
   of assert statements (one case each), with optional ``setup_code``.
 * :class:`CallTests` (APPS/TACO call-based, LiveCodeBench functional): call ``fn_name`` with each case's
@@ -50,7 +52,8 @@ _CASE_STATUSES = (
     Status.TIMEOUT,
     Status.MEMORY_LIMIT,
     Status.OUTPUT_LIMIT,
-    # The harness's worker (the program) was killed from outside the sandbox (see _pyharness.py).
+    # The checker's word (it alone has the nonce) that the host kept the program from a CPU past the ceiling, or
+    # that the program (the harness's worker) was killed from outside the sandbox (see _pyharness.py).
     Status.SANDBOX_ERROR,
 )
 
@@ -63,10 +66,10 @@ class StdioCase:
 
 @dataclass(frozen=True, slots=True)
 class StdioTests:
-    """stdin/stdout cases. Tolerances apply to the ``float`` comparator only."""
+    """stdin/stdout cases. Tolerances apply to the ``float`` comparator (the default) only."""
 
     cases: tuple[StdioCase, ...]
-    comparator: Comparator = "whitespace"
+    comparator: Comparator = "float"
     abs_tol: float = 1e-6
     rel_tol: float = 1e-6
 
@@ -147,7 +150,7 @@ def _tokens_match(got: bytes, want: bytes, abs_tol: float, rel_tol: float) -> bo
 
 
 def compare_output(
-    got: bytes, want: bytes, comparator: Comparator = "whitespace", *, abs_tol: float = 1e-6, rel_tol: float = 1e-6
+    got: bytes, want: bytes, comparator: Comparator = "float", *, abs_tol: float = 1e-6, rel_tol: float = 1e-6
 ) -> str | None:
     """Compare a program's stdout with the expected output.
 

@@ -40,7 +40,9 @@ class Status(enum.StrEnum):
 IDLE_GRACE_S = 0.5
 """A run may spend ``time_s`` + this much wall-clock time not waiting for a CPU (asleep, blocked), in s."""
 WALL_CEILING_FACTOR = 4.0
-"""Under any load, a run ends after ``WALL_CEILING_FACTOR * time_s + 1`` s of wall-clock time."""
+"""Under any load, a run ends after ``WALL_CEILING_FACTOR * time_s + 1`` s of wall-clock time (as ``sandbox_error``
+when it got there within its CPU time and its idle allowance: at least ``(WALL_CEILING_FACTOR - 1) * time_s +
+IDLE_GRACE_S`` s of waiting for a CPU)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +55,10 @@ class Limits:
             does not time out. A run that uses no CPU (it sleeps, blocks, or ignores every signal while
             stopped) still ends as ``timeout`` once its wall-clock time, less the time it spent waiting
             for a CPU, passes ``time_s + IDLE_GRACE_S``; and any run ends after
-            :attr:`wall_ceiling_s` of plain wall-clock time. Time spent waiting for a free sandbox
-            never counts.
+            :attr:`wall_ceiling_s` of plain wall-clock time. A run that reaches that ceiling within both
+            limits spent most of it waiting for a CPU (the host is overloaded): it ends as
+            ``sandbox_error``, no verdict, never the program's ``timeout``. Time spent waiting for a free
+            sandbox never counts.
         memory_mb: address-space limit of the program (``RLIMIT_AS``), in MiB. The sandbox's cgroup
             (container or slot) is a hard ceiling above it.
         max_processes: processes and threads the run may have at once (``RLIMIT_NPROC``, plus the

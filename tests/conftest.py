@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -30,14 +31,29 @@ def cases_dir() -> Path:
     return Path(os.environ.get("RLVR_CASES_DIR", REPO_ROOT.parent / "shared" / "cases"))
 
 
+def _missing(path: Path) -> str:
+    variable = "RLVR_CASES_DIR" if path.is_relative_to(cases_dir()) else "RLVR_DATA_DIR"
+    folder = "cases" if variable == "RLVR_CASES_DIR" else "data"
+    return f"{path} is missing: set {variable} to the shared {folder} folder (shared/{folder} of the project)"
+
+
 def require_file(path: Path) -> Path:
     """Return ``path``; skip the test where it is missing, except in CI where that is a failure."""
     if not path.exists():
-        reason = f"{path} is missing: set RLVR_DATA_DIR / RLVR_CASES_DIR to the shared data folder"
         if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+            pytest.fail(_missing(path))
+        pytest.skip(_missing(path))
     return path
+
+
+def cases_or_placeholder(cases: list[dict], name: str) -> list:
+    """Parameters for a test over the shared cases of ``name``: the cases, or where the file is missing one
+    placeholder that skips naming the variable to set (pytest alone says only "got empty parameter set").
+    Under ``CI=true`` there is no placeholder: the file's own presence test fails instead."""
+    path = cases_dir() / name
+    if cases or IN_CI or path.exists():
+        return cases
+    return [pytest.param(None, id="missing", marks=pytest.mark.skip(reason=_missing(path)))]
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +64,14 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def shared_cases() -> Path:
     return require_file(cases_dir())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``vllm`` need vLLM (the ``vllm`` extra, its own virtual environment): where it is not installed
+    they are deselected, not skipped; .ci/run runs them in the vLLM environment with ``pytest -m vllm``."""
+    if importlib.util.find_spec("vllm") is not None:
+        return
+    deselected = [item for item in items if item.get_closest_marker("vllm")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("vllm")]

@@ -1,4 +1,5 @@
-"""Command line: ``python -m trainer train --config CONFIG.yaml`` (also ``grpo-train``), ``plot``, ``fields``."""
+"""Command line: ``python -m trainer train --config CONFIG.yaml`` (also ``grpo-train``), ``plot``, ``merge``,
+``fields``."""
 
 from __future__ import annotations
 
@@ -62,6 +63,26 @@ def plot(
     try:
         typer.echo(str(plot_run(run_dir, metrics=metric, out=out)))
     except (FileNotFoundError, ValueError) as exc:  # no metrics.jsonl yet, nothing numeric logged yet
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@app.command()
+def merge(
+    checkpoint: Annotated[
+        Path, typer.Argument(help="A LoRA checkpoint (adapter_config.json).", exists=True, file_okay=False)
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the merged model.")],
+    base_model: Annotated[
+        str | None, typer.Option(help="The base model (default: base_model_name_or_path in adapter_config.json).")
+    ] = None,
+) -> None:
+    """Write a LoRA checkpoint's adapter merged into its base, as one model for from_pretrained or vLLM."""
+    from trainer.weights import merge_adapter
+
+    try:
+        typer.echo(str(merge_adapter(checkpoint, output, base_model)))
+    except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 

@@ -14,9 +14,11 @@ half checkpoint that ``latest`` would pick.
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ import torch
 import yaml
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+logger = logging.getLogger("trainer")
 STATE_FILE = "trainer_state.pt"
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
@@ -61,12 +64,20 @@ def save_checkpoint(
     config: dict[str, Any],
     save_total_limit: int | None = None,
     rng: dict[str, Any] | None = None,
+    rng_ranks: list[dict[str, Any]] | None = None,
+    model_state_dict: dict[str, torch.Tensor] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``output_dir/checkpoint-<step>`` and prune old ones beyond ``save_total_limit``.
 
     ``rng`` is the RNG state to store (what :func:`rng_state` returned earlier); ``None`` stores the current one.
     A checkpoint saved when a step failed part-way stores the state from the start of that step, so that the
     resumed run draws what an uninterrupted one would have drawn.
+
+    Args:
+        rng_ranks: with several processes, every rank's RNG state in rank order (``rng`` is rank 0's).
+        model_state_dict: the whole state dict when ``model``'s own is sharded (FSDP); ``None`` uses the model's.
+        optimizer_state: the optimizer state to store when ``optimizer.state_dict()`` is sharded (FSDP).
 
     Returns:
         The checkpoint directory.
@@ -76,17 +87,20 @@ def save_checkpoint(
     tmp = output_dir / f".checkpoint-{step}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
+    if model_state_dict is None:
+        model.save_pretrained(tmp)
+    else:
+        model.save_pretrained(tmp, state_dict=model_state_dict)
     tokenizer.save_pretrained(tmp)
-    torch.save(
-        {
-            "step": step,
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": rng if rng is not None else rng_state(),
-        },
-        tmp / STATE_FILE,
-    )
+    state: dict[str, Any] = {
+        "step": step,
+        "optimizer": optimizer_state if optimizer_state is not None else optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "rng": rng if rng is not None else rng_state(),
+    }
+    if rng_ranks is not None:
+        state["rng_ranks"] = rng_ranks
+    torch.save(state, tmp / STATE_FILE)
     (tmp / "grpo_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -126,11 +140,41 @@ def resolve_checkpoint(resume_from: str, output_dir: str | Path) -> Path:
     return path
 
 
-def load_training_state(checkpoint: Path, optimizer: torch.optim.Optimizer, scheduler: Any) -> int:
-    """Restore optimizer, scheduler and RNG states from ``checkpoint``; returns the step it was saved at."""
+def load_training_state(
+    checkpoint: Path,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    load_optimizer_state: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """Restore optimizer, scheduler and RNG states from ``checkpoint``; returns the step it was saved at.
+
+    Args:
+        rank, world_size: this process among the training processes; each rank restores its own RNG state. A run
+            resumed on another number of processes cannot repeat the old one's sampling: each rank then reseeds
+            from the stored state and its rank (and a warning says so).
+        load_optimizer_state: restores the stored optimizer state (FSDP's loader); default
+            ``optimizer.load_state_dict``.
+    """
     # weights_only=False: the state holds NumPy's RNG tuple; the file is one this trainer wrote.
     state = torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=False)
-    optimizer.load_state_dict(state["optimizer"])
+    (load_optimizer_state or optimizer.load_state_dict)(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    set_rng_state(state["rng"])
+    ranks = state.get("rng_ranks") or [state["rng"]]
+    if len(ranks) == world_size:
+        set_rng_state(ranks[rank])
+    else:
+        logger.warning(
+            "%s was written by %d process(es) and is resumed on %d: sampling will differ from the run's",
+            checkpoint,
+            len(ranks),
+            world_size,
+        )
+        set_rng_state(ranks[0])
+        seed = int(torch.randint(2**31, ()).item()) + rank
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
     return int(state["step"])

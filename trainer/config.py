@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from trainer.grpo import LOSS_TYPES, SCALE_REWARDS, LossType, ScaleRewards
+from trainer.grpo import (
+    IMPORTANCE_SAMPLING_MODES,
+    LOSS_TYPES,
+    SCALE_REWARDS,
+    ImportanceSamplingMode,
+    LossType,
+    ScaleRewards,
+)
 
 LR_SCHEDULERS = ("constant", "linear", "cosine")
 
@@ -54,7 +61,14 @@ _ALIASES = {
     "warmup": "warmup_steps",
     "grad_clip": "max_grad_norm",
     "clip_grad_norm": "max_grad_norm",
+    "vllm_importance_sampling_clip_max": "vllm_importance_sampling_cap",
+    "vllm_gpu_memory_utilisation": "vllm_gpu_memory_utilization",
+    "lora_rank": "lora_r",
+    "peft": "use_peft",
+    "target_modules": "lora_target_modules",
 }
+
+_NO_SERVER_MODE = "vllm_mode 'server' is not built (vLLM's weight-update path to a server needs NCCL on GPUs)"
 
 #: TRL (and ``transformers.TrainingArguments``) options with no counterpart here, and what to do instead. Without
 #: this a close spelling could be suggested for an option that means something else (``num_train_epochs`` is not
@@ -62,8 +76,12 @@ _ALIASES = {
 _UNSUPPORTED = {
     "num_train_epochs": "training length is set in steps: set max_steps (each step takes prompt_batch_size prompts)",
     "max_prompt_length_eval": "max_prompt_length applies to evaluation too",
-    "use_vllm": "generation uses transformers' generate; a vLLM backend is not built yet",
-    "vllm_mode": "generation uses transformers' generate; a vLLM backend is not built yet",
+    "vllm_importance_sampling_clip_min": "only an upper bound exists: vllm_importance_sampling_cap",
+    "vllm_server_host": _NO_SERVER_MODE,
+    "vllm_server_port": _NO_SERVER_MODE,
+    "vllm_server_base_url": _NO_SERVER_MODE,
+    "vllm_tensor_parallel_size": "the colocated engine runs on the trainer's one device (no tensor parallelism)",
+    "vllm_max_model_length": "the engine's context is max_prompt_length + max_completion_length",
     "steps_per_generation": "every step generates its own batch; reuse it with num_iterations",
     "generation_batch_size": "set prompt_batch_size (prompts per step) and rollout_chunk_prompts (per generate call)",
     "reward_funcs": "rewards come from the reward server: set reward_components or reward_preset",
@@ -75,7 +93,8 @@ _UNSUPPORTED = {
     "logging_steps": "metrics are logged every step",
     "save_strategy": "checkpoints follow save_steps",
     "eval_strategy": "evaluation follows eval_steps",
-    "per_device_train_batch_size": "set prompt_batch_size: prompts per step (TRL counts completions per device)",
+    "per_device_train_batch_size": "set prompt_batch_size: prompts per step over all processes (TRL counts "
+    "completions per device); each process takes an equal share",
     "repetition_penalty": "sampling is kept plain so the loss's log-probs match the sampler",
     "min_p": "min_p sampling is not supported; use top_p or top_k",
 }
@@ -187,6 +206,18 @@ class GRPOConfig:
     ref_model_name_or_path: str | None = None
     """Reference model for the KL term; ``None`` uses ``model_name_or_path`` (the policy's start)."""
 
+    # ------------------------------------------------------------------ LoRA (peft)
+    use_peft: bool = False
+    """Train LoRA adapters (peft) instead of every weight; with ``beta > 0`` the reference is the adapter-less base."""
+    lora_r: int = 16
+    """LoRA rank: the inner dimension of each adapter's two matrices."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator: an adapter's update is multiplied by ``lora_alpha / lora_r``."""
+    lora_dropout: float = 0.05
+    """Dropout on the adapters' input (turned off, like all dropout, while ``disable_dropout`` is true)."""
+    lora_target_modules: tuple[str, ...] | None = None
+    """Modules to adapt, e.g. ``[q_proj, v_proj]`` or ``all-linear``; ``None`` takes peft's default for the model."""
+
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
     seed: int = 42
     """Seed of Python, NumPy and torch; with it a run (and its resume) repeats exactly on one machine."""
@@ -220,8 +251,32 @@ class GRPOConfig:
     """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save GPU memory (CUDA only)."""
+    fsdp: bool = False
+    """With several processes, shard the policy over them with FSDP2 (``fully_shard``) instead of DDP replicas."""
+    logprobs_chunk_tokens: int | None = 1024
+    """Completion tokens whose logits exist at once (recomputed in backward), so memory stays flat in V x C x B."""
     torch_num_threads: int | None = None
     """CPU threads for torch (``None`` keeps torch's default)."""
+
+    # ------------------------------------------------------------------ vLLM rollouts
+    use_vllm: bool = False
+    """Sample rollouts with a vLLM engine in this process instead of transformers' ``generate`` (the vllm extra)."""
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    """``colocate``: the engine shares the trainer's process and device, weights synced in memory each step."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Share of GPU memory the colocated engine may take (CUDA; on CPU the KV cache is sized for the batch)."""
+    vllm_enable_sleep_mode: bool = False
+    """Release the engine's KV cache and weights while the policy updates (CUDA only; woken at each sync)."""
+    vllm_enforce_eager: bool | None = None
+    """Run the engine without torch.compile and CUDA graphs; ``None``: eager on CPU, compiled on CUDA."""
+    vllm_importance_sampling_correction: bool = True
+    """Weigh each token's surrogate by pi_old / pi_vllm (truncated importance sampling), as TRL does."""
+    vllm_importance_sampling_mode: ImportanceSamplingMode = "token_truncate"
+    """``token_truncate``, ``token_mask``, ``sequence_truncate`` or ``sequence_mask`` (TRL's modes)."""
+    vllm_importance_sampling_cap: float = 3.0
+    """Upper bound C of the correction's ratio: truncated to C, or masked to 0 above it (``*_mask`` modes)."""
+    vllm_weight_sync_tolerance: float | None = 1e-3
+    """Most a probe prompt's per-token log-prob may differ, engine vs policy, after a sync (fp32); null: no check."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -256,6 +311,12 @@ class GRPOConfig:
 
 #: Fields that are never written out or logged in clear.
 _SECRETS = ("reward_api_key",)
+
+
+def names_a_local_path(name: str) -> bool:
+    """Whether a ``*_name_or_path`` / ``*_data`` value can only be a local path, never a hub id (``org/name``):
+    it exists, starts with ``.``, ``/`` or ``~``, or has more than one ``/``."""
+    return Path(name).expanduser().exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
 
 
 def _fix(name: str, value: Any, rule: str, hint: str) -> ConfigError:
@@ -363,8 +424,60 @@ def _validate(c: GRPOConfig) -> None:
         raise _fix("save_total_limit", c.save_total_limit, "must be >= 1 or null", "Use null to keep every checkpoint.")
     if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
         raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
+    _check_vllm(c)
+    if c.lora_r < 1 or c.lora_alpha < 1:
+        bad = "lora_r" if c.lora_r < 1 else "lora_alpha"
+        raise _fix(bad, getattr(c, bad), "must be >= 1", "TRL's defaults are lora_r 16 and lora_alpha 32.")
+    if not 0 <= c.lora_dropout < 1:
+        raise _fix("lora_dropout", c.lora_dropout, "must be in [0, 1)", "TRL's default is 0.05.")
+    if c.lora_target_modules is not None and not c.lora_target_modules:
+        raise _fix(
+            "lora_target_modules", list(c.lora_target_modules), "must name a module", "Use null for peft's default."
+        )
+    if c.use_peft and c.ref_model_name_or_path is not None:
+        raise _fix(
+            "ref_model_name_or_path",
+            c.ref_model_name_or_path,
+            "cannot be set with use_peft: the reference is the base model with the adapter disabled",
+            "Remove ref_model_name_or_path, or set use_peft: false.",
+        )
+    if c.logprobs_chunk_tokens is not None and c.logprobs_chunk_tokens < 1:
+        raise _fix(
+            "logprobs_chunk_tokens", c.logprobs_chunk_tokens, "must be >= 1 or null", "1024 suits a 152k vocabulary."
+        )
     if c.torch_num_threads is not None and c.torch_num_threads < 1:
         raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
+
+
+def _check_vllm(c: GRPOConfig) -> None:
+    """The vLLM options; checked whether or not ``use_vllm`` is on, so a typo fails before it is turned on."""
+    if c.vllm_mode not in ("colocate", "server"):
+        raise _fix("vllm_mode", c.vllm_mode, "must be 'colocate' or 'server'", "Use 'colocate'.")
+    if c.use_vllm and c.vllm_mode == "server":
+        raise _fix(
+            "vllm_mode",
+            c.vllm_mode,
+            "is not built: vLLM's supported way to push weights into a separate server is its NCCL weight-transfer "
+            "engine, GPUs only",
+            "Use 'colocate' (the engine runs in the trainer's process and gets the weights in memory).",
+        )
+    if not 0 < c.vllm_gpu_memory_utilization <= 1:
+        raise _fix(
+            "vllm_gpu_memory_utilization", c.vllm_gpu_memory_utilization, "must be in (0, 1]", "TRL's default is 0.3."
+        )
+    if c.vllm_importance_sampling_mode not in IMPORTANCE_SAMPLING_MODES:
+        raise _fix(
+            "vllm_importance_sampling_mode",
+            c.vllm_importance_sampling_mode,
+            f"must be one of {IMPORTANCE_SAMPLING_MODES}",
+            "Use 'token_truncate' (truncated importance sampling).",
+        )
+    if c.vllm_importance_sampling_cap <= 0:
+        raise _fix("vllm_importance_sampling_cap", c.vllm_importance_sampling_cap, "must be > 0", "TRL uses 3.0.")
+    if c.vllm_weight_sync_tolerance is not None and c.vllm_weight_sync_tolerance <= 0:
+        raise _fix(
+            "vllm_weight_sync_tolerance", c.vllm_weight_sync_tolerance, "must be > 0 or null", "Keep the default."
+        )
 
 
 def _check_url(url: str) -> None:
@@ -474,9 +587,10 @@ def _coerce(name: str, value: Any) -> Any:
             return value
     if accepts_float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, list) and typing.get_origin(tp) is tuple:
+    is_tuple = typing.get_origin(tp) is tuple or any(typing.get_origin(a) is tuple for a in typing.get_args(tp))
+    if isinstance(value, list) and is_tuple:
         return tuple(value)
-    if name == "reward_server_urls" and isinstance(value, str):
+    if name in ("reward_server_urls", "lora_target_modules") and isinstance(value, str):
         return (value,)
     return value
 
@@ -491,21 +605,26 @@ def config_from_dict(values: dict[str, Any], *, source: str = "config") -> GRPOC
         ConfigError: an unknown key (with the closest known name), a missing required key, a wrong type or an
             invalid value.
     """
-    known = {f.name for f in dataclasses.fields(GRPOConfig)}
     for key in values:
-        if not isinstance(key, str):
-            raise ConfigError(f"option names are strings; got {key!r} in {source}")
-        if key not in known:
-            if key in _UNSUPPORTED:
-                raise ConfigError(f"option {key!r} in {source} is not supported: {_UNSUPPORTED[key]}.")
-            close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
-            raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
+        _check_key(key, source)
     required = [f.name for f in dataclasses.fields(GRPOConfig) if f.default is dataclasses.MISSING]
     missing = [k for k in required if k not in values]
     if missing:
         raise ConfigError(f"{source} lacks required option(s) {missing}: {', '.join(field_docs()[k] for k in missing)}")
     return GRPOConfig(**{k: _coerce(k, v) for k, v in values.items()})
+
+
+def _check_key(key: Any, source: str) -> None:
+    """Refuse an option name that is not a field, with the closest known name (or what to use instead)."""
+    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    if not isinstance(key, str):
+        raise ConfigError(f"option names are strings; got {key!r} in {source}")
+    if key not in known:
+        if key in _UNSUPPORTED:
+            raise ConfigError(f"option {key!r} in {source} is not supported: {_UNSUPPORTED[key]}.")
+        close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
+        raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GRPOConfig:
@@ -519,6 +638,8 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GR
         FileNotFoundError: no such file.
     """
     path = Path(path)
+    for key, value in (overrides or {}).items():  # a name given on the command line is its mistake, not the file's
+        _check_key(key, f"--set {key}={value}")
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; give the YAML config file")
     try:
@@ -590,4 +711,12 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
-__all__ = ["ConfigError", "GRPOConfig", "config_from_dict", "field_docs", "load_config", "parse_overrides"]
+__all__ = [
+    "ConfigError",
+    "GRPOConfig",
+    "config_from_dict",
+    "field_docs",
+    "load_config",
+    "names_a_local_path",
+    "parse_overrides",
+]

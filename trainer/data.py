@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from rlvr_client.client import RewardItem
+from trainer.config import names_a_local_path
 
 TASKS = ("math", "code")
 TEST_TYPES = ("stdio", "assert", "call")
@@ -34,14 +35,28 @@ def load_rows(source: str, split: str, prompt_column: str = "prompt") -> list[di
     Raises:
         DataError: no such file, unreadable file, empty data, or a bad row.
     """
+    return load_named_rows(source, split, prompt_column)[0]
+
+
+def load_named_rows(source: str, split: str, prompt_column: str = "prompt") -> tuple[list[dict[str, Any]], list[str]]:
+    """:func:`load_rows`, with where each row is, for messages: ``data.jsonl:3`` (its line, as the ``score`` CLI
+    says it) or ``data.parquet row 3`` (counted from 1).
+
+    Raises:
+        DataError: as :func:`load_rows`.
+    """
     path = Path(source)
-    if path.is_file() and path.suffix in (".jsonl", ".json", ".ndjson", ""):
-        rows = _read_json_rows(path)
+    if path.is_file() and path.suffix in (".jsonl", ".ndjson", ""):
+        numbered = _read_json_lines(path)
+        rows, names = [row for _, row in numbered], [f"{source}:{n}" for n, _ in numbered]
     else:
-        rows = _read_dataset(source, path, split)
+        rows = (
+            _read_json_list(path) if path.is_file() and path.suffix == ".json" else _read_dataset(source, path, split)
+        )
+        names = [f"{source} row {i}" for i in range(1, len(rows) + 1)]
     if not rows:
         raise DataError(f"{source} holds no rows")
-    return [check_row(row, prompt_column, where=f"{source} row {i}") for i, row in enumerate(rows)]
+    return [check_row(row, prompt_column, where=where) for row, where in zip(rows, names, strict=True)], names
 
 
 def _read_dataset(source: str, path: Path, split: str) -> list[dict[str, Any]]:
@@ -57,7 +72,7 @@ def _read_dataset(source: str, path: Path, split: str) -> list[dict[str, Any]]:
             data = datasets.load_from_disk(str(path))
         except FileNotFoundError as exc:
             raise DataError(f"{source} is a directory but not a datasets.save_to_disk one ({exc})") from exc
-    elif path.suffix or source.startswith((".", "/", "~")) or source.count("/") > 1:
+    elif path.suffix or names_a_local_path(source):
         # It names a file that is not there; asking the hub for it would only give a confusing error.
         raise DataError(f"{source}: no such file or directory")
     else:
@@ -72,21 +87,27 @@ def _read_dataset(source: str, path: Path, split: str) -> list[dict[str, Any]]:
     return [dict(r) for r in data]
 
 
-def _read_json_rows(path: Path) -> list[dict[str, Any]]:
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: files written on Windows start with a BOM
+        return path.read_text(encoding="utf-8-sig")  # -sig: files written on Windows start with a BOM
     except UnicodeDecodeError as exc:
         raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path} is not valid JSON: {exc}") from exc
-        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-            raise DataError(f"{path} must hold a JSON list of row objects (or use .jsonl, one object a line)")
-        return data
+
+
+def _read_json_list(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise DataError(f"{path} must hold a JSON list of row objects (or use .jsonl, one object a line)")
+    return data
+
+
+def _read_json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """Each row of a JSONL file with its line number (from 1; blank lines are skipped, not counted as rows)."""
     rows = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -95,7 +116,7 @@ def _read_json_rows(path: Path) -> list[dict[str, Any]]:
             raise DataError(f"{path}:{n} is not valid JSON: {exc}") from exc
         if not isinstance(row, dict):
             raise DataError(f"{path}:{n} must be a JSON object, got {type(row).__name__}")
-        rows.append(row)
+        rows.append((n, row))
     return rows
 
 
@@ -112,7 +133,7 @@ def check_row(row: Mapping[str, Any], prompt_column: str, *, where: str) -> dict
             ``components``/``preset``/``language`` of the wrong type. The message names the row and the field.
     """
     if prompt_column not in row:
-        raise DataError(f"{where} has no {prompt_column!r} column (columns: {sorted(row)}); set prompt_column")
+        raise DataError(f"{where}: no {prompt_column!r} column (columns: {sorted(row)}); set prompt_column")
     out = dict(row)
     prompt = row[prompt_column]
     if isinstance(prompt, list):

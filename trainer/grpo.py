@@ -13,6 +13,9 @@ Sources:
       and the token-level loss normalised over all tokens of the batch (eq. 8).
     * Dr. GRPO (Liu et al. 2025, arXiv 2503.20783): no division by the group std and a constant length
       normaliser, which remove GRPO's difficulty and length biases.
+    * Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (fengyao.notion.site,
+      Aug 2025): truncated importance sampling (TIS) between the inference engine's sampler and the trainer, with
+      TRL's modes (``token_truncate``, ``token_mask``, ``sequence_truncate``, ``sequence_mask``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ import torch.nn.functional as F
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
 
+ImportanceSamplingMode = Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+
 LOSS_TYPES: tuple[str, ...] = ("grpo", "bnpo", "dr_grpo", "dapo")
+IMPORTANCE_SAMPLING_MODES: tuple[str, ...] = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
 
 #: Added to the std before dividing, so a group whose rewards are all equal gives advantage 0, not NaN.
@@ -235,6 +241,7 @@ def aggregate_loss(
     max_completion_length: int,
     num_items_in_batch: int | float | torch.Tensor | None = None,
     gradient_accumulation_steps: int = 1,
+    num_items_in_micro_batch: int | float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce per-token losses of one micro-batch to the scalar that is back-propagated.
 
@@ -257,6 +264,9 @@ def aggregate_loss(
         num_items_in_batch: completion tokens in the accumulated batch; required for ``dapo``.
         gradient_accumulation_steps: micro-batches per optimizer step; ``grpo``, ``bnpo`` and ``dr_grpo``
             divide by it so the accumulated gradient is the batch mean.
+        num_items_in_micro_batch: ``bnpo``'s normaliser; ``None`` counts the tokens in ``mask``. With several
+            processes the loop passes the micro-step's tokens over all ranks divided by their number, since the
+            ranks' gradients are averaged (likewise ``num_items_in_batch`` for ``dapo``).
 
     Raises:
         ValueError: unknown ``loss_type``, or ``dapo`` without ``num_items_in_batch``.
@@ -266,7 +276,8 @@ def aggregate_loss(
     if loss_type == "grpo":
         loss = (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
     elif loss_type == "bnpo":
-        loss = masked.sum() / mask.sum().clamp(min=1.0)
+        count = mask.sum() if num_items_in_micro_batch is None else num_items_in_micro_batch
+        loss = masked.sum() / torch.as_tensor(count, dtype=per_token_loss.dtype).clamp(min=1.0)
     elif loss_type == "dr_grpo":
         loss = masked.sum() / (per_token_loss.size(0) * max_completion_length)
     elif loss_type == "dapo":
@@ -283,6 +294,50 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``values`` where ``mask`` is 1 (0 when the mask is empty). Both ``(B, T)``; returns a scalar."""
     mask = mask.to(values.dtype)
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def sampler_importance_weights(
+    old_logp: torch.Tensor,
+    sampling_logp: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    mode: ImportanceSamplingMode,
+    cap: float,
+) -> torch.Tensor:
+    """Importance weights that correct for sampling with another engine than the trainer's forward (TIS/MIS).
+
+    The sampler (vLLM) and the trainer compute slightly different probabilities for the same weights, so the
+    rollouts come from ``pi_sampler``, not ``pi_old``. Each token's surrogate is multiplied by
+    ``w = pi_old / pi_sampler`` (Yao et al. 2025), bounded by ``cap`` as TRL's ``vllm_importance_sampling_mode``
+    says:
+
+    * ``token_truncate``: ``w_t = min(exp(old_t - sampling_t), cap)`` per token.
+    * ``token_mask``: ``w_t = exp(old_t - sampling_t)``, or 0 where it exceeds ``cap``.
+    * ``sequence_truncate``: one ``w = min(exp(sum_t (old_t - sampling_t)), cap)`` per completion.
+    * ``sequence_mask``: the same sequence ratio, or 0 where it exceeds ``cap``.
+
+    Args:
+        old_logp: ``(B, T)`` log-probs of the sampled tokens under the policy that sampled (no grad).
+        sampling_logp: ``(B, T)`` the sampler's log-probs of the same tokens.
+        mask: ``(B, T)`` completion tokens (padding contributes ratio 1 and is masked by the loss anyway).
+        mode: one of :data:`IMPORTANCE_SAMPLING_MODES`.
+        cap: the upper bound ``C`` (> 0).
+
+    Returns:
+        ``(B, T)`` for ``token_*`` modes, ``(B, 1)`` for ``sequence_*`` modes (broadcasts over tokens); detached.
+
+    Raises:
+        ValueError: an unknown ``mode``.
+    """
+    if mode not in IMPORTANCE_SAMPLING_MODES:
+        raise ValueError(f"mode must be one of {IMPORTANCE_SAMPLING_MODES}, got {mode!r}")
+    log_ratio = (old_logp - sampling_logp).detach() * mask  # (B, T)
+    if mode.startswith("sequence"):
+        log_ratio = log_ratio.sum(-1, keepdim=True)  # (B, 1)
+    ratio = torch.exp(log_ratio)
+    if mode.endswith("truncate"):
+        return ratio.clamp(max=cap)
+    return ratio.masked_fill(ratio > cap, 0.0)
 
 
 @dataclass(frozen=True)
@@ -316,6 +371,8 @@ def grpo_loss(
     max_completion_length: int,
     num_items_in_batch: int | float | torch.Tensor | None = None,
     gradient_accumulation_steps: int = 1,
+    importance_weights: torch.Tensor | None = None,
+    num_items_in_micro_batch: int | float | torch.Tensor | None = None,
 ) -> LossOutput:
     """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
 
@@ -327,22 +384,27 @@ def grpo_loss(
         old_logp: ``(B, T)`` sampling policy's log-probs (no grad).
         advantages: ``(B,)``.
         mask: ``(B, T)`` completion tokens that count.
-        loss_type, max_completion_length, num_items_in_batch, gradient_accumulation_steps: see
-            :func:`aggregate_loss`.
+        loss_type, max_completion_length, num_items_in_batch, gradient_accumulation_steps,
+            num_items_in_micro_batch: see :func:`aggregate_loss`.
         epsilon, epsilon_high: see :func:`clipped_surrogate`.
         beta: KL coefficient.
         ref_logp: ``(B, T)`` reference log-probs, required when ``beta > 0``.
+        importance_weights: ``(B, T)`` or ``(B, 1)`` sampler correction from :func:`sampler_importance_weights`;
+            it multiplies the surrogate of each token, not the KL term (as TRL applies it).
 
     Raises:
         ValueError: ``beta > 0`` without ``ref_logp``, or what :func:`aggregate_loss` raises.
     """
     per_token, is_clipped = clipped_surrogate(logp, old_logp, advantages, epsilon, epsilon_high)  # (B, T)
+    if importance_weights is not None:
+        per_token = per_token * importance_weights  # (B, T)
     agg = functools.partial(
         aggregate_loss,
         loss_type=loss_type,
         max_completion_length=max_completion_length,
         num_items_in_batch=num_items_in_batch,
         gradient_accumulation_steps=gradient_accumulation_steps,
+        num_items_in_micro_batch=num_items_in_micro_batch,
     )
     policy_part = agg(per_token, mask)
     if beta != 0.0:

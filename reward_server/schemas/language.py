@@ -40,7 +40,9 @@ class LanguageParams(BaseModel):
         description=(
             "Fewest words that carry a language (code, math, numbers, identifiers and one-letter words do "
             "not) below which the check abstains: `score` null, status `too_short`. Ratios over fewer words "
-            "are noise, and detectors mislabel very short text."
+            "are noise, and detectors mislabel very short text. A shorter chain of thought with two or more "
+            "words in a script the target is not written in (Cyrillic or Han for English) is scored anyway: "
+            "the script is no guess."
         ),
     )
     think_tag: str = Field(

@@ -28,6 +28,7 @@ from sandbox import (
     Limits,
     Sandbox,
     Status,
+    StdioTests,
     TestReport,
     TestSpec,
     get_language,
@@ -49,6 +50,9 @@ class CodeOptions:
 
     Attributes:
         language: the language of the program and of the fenced block to pick (``python``, ``cpp``).
+        infer_language: the request named no language: for stdin/stdout tests, a completion whose fenced
+            blocks are all of one other supported language is run in that language (see
+            :func:`program_language`); else ``language``.
         code_block: which fenced block of that language holds the program: the ``last`` (default, the
             final answer), the ``first``, or ``none`` (the whole text is the program).
         after_think: look for the block only after the last ``</think>`` when there is one, so a draft
@@ -60,6 +64,7 @@ class CodeOptions:
     """
 
     language: str = "python"
+    infer_language: bool = False
     code_block: CodeBlock = "last"
     after_think: bool = True
     all_or_nothing: bool = False
@@ -156,15 +161,15 @@ def _cpp_names(code: str) -> set[str] | None:
 _DEFINED_NAMES: dict[str, Callable[[str], set[str] | None]] = {"python": _python_names, "cpp": _cpp_names}
 
 
-def required_names(language: str, tests: TestSpec) -> list[frozenset[str]]:
+def required_names(language: str | None, tests: TestSpec) -> list[frozenset[str]]:
     """What the program must define for ``tests`` to call it: each set holds alternatives, one of which
     must be defined (a call test's function, or the ``Solution`` class that has it).
 
     Python: the call tests' ``fn_name``, HumanEval's ``entry_point``, or the functions that assert code
     (MBPP's ``test_list``) calls and neither defines itself nor finds among the builtins. C++: ``main``.
-    Nothing for Python stdin/stdout programs.
+    Nothing for Python stdin/stdout programs. ``None`` is Python.
     """
-    if get_language(language).name == "cpp":
+    if get_language(language or "python").name == "cpp":
         return [frozenset({"main"})]
     if isinstance(tests, CallTests):
         return [frozenset({tests.fn_name, "Solution"})]
@@ -184,9 +189,32 @@ def required_names(language: str, tests: TestSpec) -> list[frozenset[str]]:
     return [frozenset({name}) for name in sorted(called - own - _BUILTIN_NAMES)]
 
 
+def program_language(completion: str, tests: TestSpec | None = None, *, after_think: bool = True) -> str:
+    """The language of a completion's program when the request names none: ``python``, unless every fenced
+    block with code is fenced as one other supported language (```` ```cpp ````), and the tests, if given,
+    are stdin/stdout ones (assert and call tests run in the Python harness). A block of an unsupported
+    language (```` ```text ````, ```` ```bash ````) does not decide; an untagged block is Python."""
+    if tests is not None and not isinstance(tests, StdioTests):
+        return "python"
+    if after_think and _THINK_END in completion:
+        completion = completion.rsplit(_THINK_END, 1)[1]
+    python = get_language("python")
+    found: set[str] = set()
+    for block in fenced_blocks(completion):
+        if not _has_code(block.body):
+            continue
+        if not block.tag or block.tag in python.names:
+            return python.name
+        try:
+            found.add(get_language(block.tag).name)
+        except ValueError:
+            continue
+    return found.pop() if len(found) == 1 else python.name
+
+
 def extract_code(
     completion: str,
-    language: str,
+    language: str | None,
     *,
     code_block: CodeBlock = "last",
     after_think: bool = True,
@@ -199,12 +227,12 @@ def extract_code(
     (default) or ``first`` is the program, except that with ``required`` (see :func:`required_names`) a
     block that defines what the tests call wins over one that does not: a last block that only shows how
     to call the function (``print(sq(3))``) is a usage example, not the answer. ``None`` when there is no
-    such block.
+    such block. ``language=None`` takes the language :func:`program_language` finds.
 
     Raises:
         ValueError: unknown language.
     """
-    lang = get_language(language)
+    lang = get_language(language or program_language(completion, after_think=after_think))
     text = completion
     if after_think and _THINK_END in text:
         text = text.rsplit(_THINK_END, 1)[1]
@@ -243,7 +271,8 @@ def code_options(params: CodeAccuracyParams, defaults: Limits, maxima: Limits, t
     """The :class:`CodeOptions` of a rewards item's ``accuracy.code`` parameters."""
     requested = params.limits.model_dump() if params.limits is not None else None
     return CodeOptions(
-        language=params.language,
+        language=params.language or "python",
+        infer_language=params.language is None,
         code_block=params.code_block,
         after_think=params.after_think,
         all_or_nothing=params.all_or_nothing,
@@ -308,6 +337,10 @@ async def score_code(
         return ComponentScore(None, str(Status.GRADER_ERROR), f"bad tests: {where}: {first['msg']}")
     if not spec.cases:
         return ComponentScore(None, str(Status.GRADER_ERROR), "the test list is empty: nothing would be checked")
+    if options.infer_language:
+        # "```cpp" as the only block of a completion with no language named: run it as C++, not "no python".
+        language = program_language(response, spec, after_think=options.after_think)
+        options = dataclasses.replace(options, language=language, infer_language=False)
     try:
         code = extract_code(
             response,

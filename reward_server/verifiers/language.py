@@ -45,7 +45,12 @@ its own. Letters of any other script count as ``other``.
 
 *Short text.* Under ``min_words`` words that carry a language the check abstains (``None``,
 ``too_short``): detectors are unreliable on a few words, and a ratio of 2 words is noise. A prompt under
-``min_words`` cannot name the target either; ``default_target`` (``en`` unless set) does then.
+``min_words`` cannot name the target either; ``default_target`` (``en`` unless set) does then. The script
+is not a statistic, though: a short chain of thought with at least :data:`SCRIPT_DECISIVE_WORDS` words in a
+script the target is not written in ("<think>Давайте посчитаем</think>", "<think>好的，算一下</think>" for
+English) is scored, since abstaining would count it as consistent. And in a text under
+:data:`SHORT_TEXT_WORDS` words, a word of the target's own script that is one of the target's common
+function words ("so", "it", "is" for English) is the target's, whatever the detector says of so little text.
 
 *Long text.* Reading costs time per word (tokens, detector, Viterbi), so at most ``max_chars`` characters
 are read (20,000 by default, 32,000 at most): a longer chain of thought is read in :data:`SAMPLE_WINDOWS`
@@ -105,6 +110,71 @@ _PROBABILITY_FLOOR = 1e-3
 SAMPLE_WINDOWS = 16
 # A text is Japanese rather than Chinese when kana are at least this share of its CJK characters.
 _KANA_SHARE_FOR_JAPANESE = 0.2
+# Below min_words, this many words in a script the target is not written in decide the score anyway.
+SCRIPT_DECISIVE_WORDS = 2
+# Under this many words, the target's function words are the target's (the detector is unreliable there).
+SHORT_TEXT_WORDS = 12
+
+# The scripts each supported language is written in.
+_LATIN = frozenset({"Latin"})
+TARGET_SCRIPTS: dict[str, frozenset[str]] = {
+    **{code: _LATIN for code in ("en", "fr", "de", "es", "pt", "it", "nl", "pl", "tr", "vi", "id", "cs", "sv")},
+    "ru": frozenset({"Cyrillic"}),
+    "uk": frozenset({"Cyrillic"}),
+    "ar": frozenset({"Arabic"}),
+    "fa": frozenset({"Arabic"}),
+    "zh": frozenset({"Han"}),
+    "ja": frozenset({"Han", "Hiragana", "Katakana"}),
+    "ko": frozenset({"Hangul", "Han"}),
+    "el": frozenset({"Greek"}),
+    "he": frozenset({"Hebrew"}),
+    "hi": frozenset({"Devanagari"}),
+    "th": frozenset({"Thai"}),
+}
+# The commonest function words of the Latin-script targets (articles, pronouns, auxiliaries, conjunctions,
+# prepositions): what a short chain of thought is mostly made of.
+_FUNCTION_WORDS: dict[str, frozenset[str]] = {
+    "en": frozenset((
+        "the", "an", "and", "or", "but", "so", "it", "is", "are", "was", "were", "be", "been", "am", "do",
+        "does", "did", "not", "no", "yes", "this", "that", "these", "those", "there", "here", "we", "you", "he",
+        "she", "they", "them", "us", "our", "your", "his", "her", "its", "me", "my", "of", "to", "in", "on",
+        "at", "by", "for", "with", "from", "as", "if", "then", "than", "what", "which", "who", "how", "why",
+        "when", "where", "can", "will", "would", "should", "could", "may", "might", "must", "has", "have",
+        "had", "let", "okay", "ok", "well", "now", "just", "also", "all", "any", "some", "one", "two", "three"
+    )),
+    "fr": frozenset((
+        "le", "la", "les", "un", "une", "des", "et", "ou", "mais", "donc", "est", "sont", "était", "être", "ce",
+        "cette", "ces", "il", "elle", "ils", "elles", "nous", "vous", "on", "je", "tu", "de", "du", "au", "aux",
+        "en", "dans", "sur", "pour", "par", "avec", "sans", "que", "qui", "quoi", "comme", "si", "alors", "pas",
+        "ne", "oui", "non"
+    )),
+    "de": frozenset((
+        "der", "die", "das", "ein", "eine", "einen", "und", "oder", "aber", "also", "ist", "sind", "war",
+        "sein", "es", "er", "sie", "wir", "ihr", "ich", "du", "nicht", "ja", "nein", "von", "zu", "in", "im",
+        "auf", "an", "mit", "für", "aus", "bei", "dass", "wenn", "dann", "so", "wie", "was", "wer", "den",
+        "dem", "des"
+    )),
+    "es": frozenset((
+        "el", "la", "los", "las", "un", "una", "unos", "y", "o", "pero", "entonces", "es", "son", "era", "ser",
+        "esto", "este", "esta", "eso", "ese", "que", "quien", "como", "si", "no", "sí", "de", "del", "al", "en",
+        "con", "por", "para", "sin", "lo", "le", "se", "nos", "yo", "tu", "él", "ella", "muy", "más"
+    )),
+    "pt": frozenset((
+        "o", "a", "os", "as", "um", "uma", "e", "ou", "mas", "então", "é", "são", "era", "ser", "isto", "este",
+        "esta", "isso", "que", "quem", "como", "se", "não", "sim", "de", "do", "da", "dos", "das", "no", "na",
+        "em", "com", "por", "para", "sem", "eu", "você", "ele", "ela", "nós", "muito", "mais"
+    )),
+    "it": frozenset((
+        "il", "lo", "la", "i", "gli", "le", "un", "una", "e", "o", "ma", "quindi", "è", "sono", "era", "essere",
+        "questo", "questa", "che", "chi", "come", "se", "non", "sì", "di", "del", "della", "in", "con", "per",
+        "su", "da", "io", "tu", "lui", "lei", "noi", "molto", "più"
+    )),
+    "nl": frozenset((
+        "de", "het", "een", "en", "of", "maar", "dus", "is", "zijn", "was", "dit", "dat", "die", "wie", "hoe",
+        "als", "niet", "ja", "nee", "van", "in", "op", "met", "voor", "aan", "uit", "bij", "ik", "jij", "je",
+        "hij", "zij", "wij", "we", "ze", "er", "dan"
+    )),
+}  # fmt: skip
 
 assert set(DETECTED_LANGUAGES) <= set(SUPPORTED_LANGUAGES)
 
@@ -685,7 +755,9 @@ def _normalised(text: str) -> str:
     return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
 
 
-def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DEFAULT_MAX_CHARS) -> LanguageBreakdown:
+def analyze(
+    text: str, detector: WordDetector | None = None, max_chars: int = DEFAULT_MAX_CHARS, target: str | None = None
+) -> LanguageBreakdown:
     """Label every word of ``text`` that carries a language (see the module docstring for the rules).
 
     Args:
@@ -693,6 +765,8 @@ def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DE
         detector: word probabilities for Latin/Cyrillic/Arabic words; :func:`default_detector` when ``None``.
         max_chars: most characters whose words are read; a longer text is read in :data:`SAMPLE_WINDOWS`
             evenly spaced windows that add up to this many (code and math are still found in all of it).
+        target: the language the text should be in, if known: in a text under :data:`SHORT_TEXT_WORDS`
+            words, the target's function words are labelled the target whatever the detector says.
     """
     text = _normalised(text)
     masked = _mask(text)
@@ -714,9 +788,16 @@ def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DE
     if detect:
         detector = detector or default_detector()
         probs = detector.probabilities([words[i].text for i in detect])
+        trusted: set[int] = set()
+        if target in detector.languages and len(words) < SHORT_TEXT_WORDS:
+            # "So it is": in a short text the target's function words are the target's, whatever the detector
+            # makes of three words. The other words keep the detector's labels: "Es ist gut so" stays German
+            # but for its "so".
+            function_words = _FUNCTION_WORDS.get(str(target), frozenset())
+            trusted = {n for n, i in enumerate(detect) if words[i].text.lower() in function_words}
         log_probs = [[math.log(p + _PROBABILITY_FLOOR) for p in row] for row in probs]
-        for i, label in zip(detect, _viterbi(log_probs, SWITCH_PENALTY), strict=True):
-            labels[i] = detector.languages[label]
+        for n, (i, label) in enumerate(zip(detect, _viterbi(log_probs, SWITCH_PENALTY), strict=True)):
+            labels[i] = str(target) if n in trusted else detector.languages[label]
 
     han = [i for i, w in enumerate(words) if w.kind == "han"]
     if han:
@@ -733,6 +814,24 @@ def analyze(text: str, detector: WordDetector | None = None, max_chars: int = DE
         chars_read=sum(end - start for start, end in windows),
         chars=len(text),
     )
+
+
+_SCRIPT = regex.compile(
+    r"(?P<Han>\p{Han})|(?P<Hiragana>\p{Hiragana})|(?P<Katakana>\p{Katakana}|ー)|(?P<Hangul>\p{Hangul})"
+    r"|(?P<Latin>\p{Latin})|(?P<Cyrillic>\p{Cyrillic})|(?P<Arabic>\p{Arabic})|(?P<Greek>\p{Greek})"
+    r"|(?P<Hebrew>\p{Hebrew})|(?P<Devanagari>\p{Devanagari})|(?P<Thai>\p{Thai})"
+)
+
+
+def _other_script_words(breakdown: LanguageBreakdown, target: str) -> int:
+    """Words of the breakdown written in a script the target language is not written in."""
+    scripts = TARGET_SCRIPTS.get(target, frozenset())
+    count = 0
+    for word, _label in breakdown.labelled:
+        m = _SCRIPT.search(word)
+        if m is None or m.lastgroup not in scripts:
+            count += 1
+    return count
 
 
 def score_language(
@@ -782,7 +881,7 @@ def score_language(
             None, "unsupported_language", f"target {target!r} is not one of {', '.join(SUPPORTED_LANGUAGES)}"
         )
 
-    breakdown = analyze(chain_of_thought(response, params.think_tag), detector, params.max_chars)
+    breakdown = analyze(chain_of_thought(response, params.think_tag), detector, params.max_chars, target)
     info = {
         "target": target,
         "target_source": source,
@@ -793,7 +892,7 @@ def score_language(
         "chars_read": breakdown.chars_read,
         "chars": breakdown.chars,
     }
-    if breakdown.total < params.min_words:
+    if breakdown.total < params.min_words and _other_script_words(breakdown, target) < SCRIPT_DECISIVE_WORDS:
         return ComponentScore(
             None,
             "too_short",
@@ -802,3 +901,6 @@ def score_language(
             info,
         )
     return ComponentScore(breakdown.counts.get(target, 0) / breakdown.total, "ok", None, info)
+
+
+assert set(TARGET_SCRIPTS) == set(SUPPORTED_LANGUAGES)

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import data_dir, require_file
+from tests.conftest import cases_or_placeholder, data_dir, require_file
 from tests.deploy.conftest import (
     COLD_START_LIMIT_S,
     COMPOSE_FILE,
@@ -248,7 +248,7 @@ def _case_request(case: dict[str, Any]) -> dict[str, Any]:
     return {"language": inp["language"], "code": inp["program"], "tests": tests, "limits": limits}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", cases_or_placeholder(CASES, "code.jsonl"), ids=lambda c: c["id"])
 def test_peer_failure_cases_through_the_container(stack: Stack, case: dict[str, Any]) -> None:
     # ../shared/cases/code.jsonl, the same verdicts as tests/sandbox/test_cases.py, here through HTTP with the
     # sandboxes inside the server's container.

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import runpy
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import yaml
 
 from reward_server.app import create_app
 from reward_server.settings import Settings
-from tests.conftest import REPO_ROOT
+from tests.conftest import IN_CI, REPO_ROOT
 from tests.deploy.conftest import COMPOSE_FILE, SCALE_FILE, compose_config
 
 # The dev extra has it (CI installs it); a bare checkout skips the Kubernetes checks with the fix.
@@ -268,3 +271,19 @@ def test_k8s_manifests_fit_the_image_and_the_app() -> None:
     security = container["securityContext"]
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
+
+
+def test_building_the_images_stops_at_once_without_an_engine(tmp_path: Path) -> None:
+    # Issue 16: the base's debootstrap ran 1 min 48 s before `docker import` found no engine. With a docker CLI
+    # that reaches no engine (a socket that is not there), the build stops before debootstrap, naming the fix.
+    if shutil.which("docker") is None:
+        (pytest.fail if IN_CI else pytest.skip)("no docker CLI here: apt-get install docker.io")
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'no-engine.sock'}", "REBUILD": "1"}
+    start = time.monotonic()
+    done = subprocess.run(
+        [str(REPO_ROOT / "docker/build_images.sh")], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done
+    assert "no Docker engine answers ('docker info' failed): start it" in done.stderr
+    assert "debootstrap" not in done.stdout  # nothing was debootstrapped
+    assert time.monotonic() - start < 60

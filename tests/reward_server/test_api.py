@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from reward_server.app import create_app
 from reward_server.settings import Settings
-from tests.conftest import cases_dir
+from tests.conftest import cases_dir, require_file
 
 # A response that sympy cannot settle in time: the terms cancel to 42, so no magnitude tells it from 42, and
 # exact evaluation builds a ten-billion-digit integer. (A bare tower, 10^{10^{10^{10}}}, used to hang too; it
@@ -153,6 +153,36 @@ def test_not_json_is_422(client: TestClient) -> None:
     assert r.status_code == 422
 
 
+@pytest.mark.parametrize(
+    ("headers", "sent"),
+    [
+        ({"content-type": "application/x-www-form-urlencoded"}, "'application/x-www-form-urlencoded'"),  # curl -d
+        ({"content-type": "text/plain; charset=utf-8"}, "'text/plain; charset=utf-8'"),
+        ({}, None),
+    ],
+)
+def test_a_json_body_without_the_json_content_type_says_to_set_it(
+    client: TestClient, headers: dict[str, str], sent: str | None
+) -> None:
+    body = b'{"items": [{"id": "q1-0", "response": "\\\\boxed{42}", "ground_truth": "42"}]}'
+    for path in ("/v1/rewards", "/v1/math/verify", "/v1/code/run"):
+        r = client.post(path, content=body, headers=headers)
+        assert r.status_code == 422
+        why = f"the body was sent as {sent}" if sent else "the body was sent without a content type"
+        assert r.json()["detail"] == [
+            {
+                "loc": ["body"],
+                "msg": f"{why}, not JSON: send the header 'content-type: application/json' (curl: -H "
+                "'content-type: application/json')",
+                "type": "content_type",
+            }
+        ]
+    # The same bytes with the header are scored; other JSON media types are JSON too.
+    for content_type in ("application/json", "application/json; charset=utf-8", "application/vnd.api+json"):
+        r = client.post("/v1/rewards", content=body, headers={"content-type": content_type})
+        assert r.status_code == 200 and r.json()["results"][0]["reward"] == 1.0, r.text
+
+
 def test_oversized_batch_is_413(client: TestClient) -> None:
     items = [{"id": str(i), "response": "1", "ground_truth": "1"} for i in range(65)]
     r = client.post("/v1/rewards", json={"items": items})
@@ -200,7 +230,7 @@ def test_hang_in_a_batch_costs_only_that_item(client: TestClient) -> None:
 
 def test_power_tower_case_within_its_time_limit(client: TestClient) -> None:
     """math-009: the verdict comes back within the case's limit; a timeout counts as not equivalent."""
-    path = cases_dir() / "math.jsonl"
+    path = require_file(cases_dir() / "math.jsonl")
     case = next(c for c in map(json.loads, path.read_text().splitlines()) if "time_limit_s" in c["expected"])
     start = time.monotonic()
     body = {"response": case["input"]["response"], "ground_truth": case["input"]["gold"]}

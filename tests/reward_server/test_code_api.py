@@ -335,6 +335,29 @@ def test_malformed_tests_are_422_naming_the_field(client: TestClient) -> None:
     assert r.status_code == 422 and "stdio" in r.json()["detail"][0]["msg"]
 
 
+@pytest.mark.parametrize(
+    ("tests", "field"),
+    [
+        ({"type": "assert", "tset": "def check(c): pass", "entry_point": "f"}, "tset"),  # a misspelt `test`
+        ({"type": "stdio", "cases": [{"input": "", "ouput": "1"}]}, "ouput"),
+        ({"type": "call", "fn_name": "f", "cases": [], "rel_tolerance": 0.1}, "rel_tolerance"),
+    ],
+    ids=["assert", "stdio case", "call"],
+)
+def test_unknown_keys_in_tests_are_422_naming_the_field(tests: dict[str, Any], field: str) -> None:
+    """Issue 15: an unknown key in `tests` was ignored, so a misspelt `test` became a grader_error later."""
+    app = create_app(settings("local", sandbox_pool_size=1))
+    with TestClient(app) as c:
+        item = {"id": "a", "task": "code", "response": "```python\ndef f():\n    return 1\n```", "tests": tests}
+        r = c.post("/v1/rewards", json={"items": [item]})
+        assert r.status_code == 422, r.text
+        named = [d for d in r.json()["detail"] if d["loc"][-1] == field]
+        assert named and named[0]["loc"][:4] == ["body", "items", 0, "tests"], r.json()
+        assert named[0]["type"] == "extra_forbidden"
+        r = c.post("/v1/code/test", json={"language": "python", "code": "x = 1", "tests": tests})
+        assert r.status_code == 422 and any(d["loc"][-1] == field for d in r.json()["detail"])
+
+
 def test_rewards_code_items_without_a_sandbox_are_not_scored() -> None:
     app = create_app(settings("local", sandbox_bwrap="/nonexistent/bwrap", sandbox_pool_size=1))
     with TestClient(app) as c:

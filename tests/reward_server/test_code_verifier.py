@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from reward_server.verifiers.code import CodeOptions, extract_code, required_names, resolve_limits, score_code
+from reward_server.verifiers.code import (
+    CodeOptions,
+    extract_code,
+    program_language,
+    required_names,
+    resolve_limits,
+    score_code,
+)
 from sandbox import (
     AssertTests,
     CallCase,
@@ -182,6 +189,31 @@ class _BrokenSandbox:
 
 TESTS = {"type": "assert", "test_list": ["assert sq(2) == 4", "assert sq(3) == 9", "assert sq(-1) == 1"]}
 
+STDIO = StdioTests((StdioCase(b"2 3\n", b"5\n"),))
+CPP_SUM = "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<std::endl;}\n"
+# (completion, tests, language the request did not name, why)
+UNNAMED_LANGUAGE = [
+    (f"```cpp\n{CPP_SUM}```", STDIO, "cpp", "the only block is C++"),
+    (f"```c++\n{CPP_SUM}```\nOutput:\n```text\n5\n```", STDIO, "cpp", "an unsupported tag does not decide"),
+    (f"<think>```python\ndraft\n```</think>\n```cpp\n{CPP_SUM}```", STDIO, "cpp", "a draft in the thinking"),
+    (f"```cpp\n{CPP_SUM}```\n```python\nprint(5)\n```", STDIO, "python", "a Python block too: Python"),
+    (f"```cpp\n{CPP_SUM}```\n```\nprint(5)\n```", STDIO, "python", "an untagged block is Python"),
+    (f"```cpp\n{CPP_SUM}```", AssertTests(None, None, ("assert f() == 1",)), "python", "assert tests are Python"),
+    ("no code at all", STDIO, "python", "nothing to go by"),
+]
+
+
+@pytest.mark.parametrize(
+    ("completion", "tests", "language", "why"), UNNAMED_LANGUAGE, ids=[u[-1] for u in UNNAMED_LANGUAGE]
+)
+def test_program_language(completion: str, tests: TestSpec, language: str, why: str) -> None:
+    assert program_language(completion, tests) == language
+
+
+def test_extract_code_without_a_language() -> None:
+    assert extract_code(f"```cpp\n{CPP_SUM}```", None) == CPP_SUM
+    assert extract_code("```python\nprint(5)\n```", None) == "print(5)\n"
+
 
 async def test_score_code_never_turns_our_failures_into_zero() -> None:
     completion = "```python\ndef sq(x):\n    return x * x\n```"
@@ -217,5 +249,11 @@ async def test_score_code_runs_the_tests() -> None:
         assert strict.score == 0.0
         crash = await score_code("```python\ndef sq(x):\n    return x +\n```", TESTS, CodeOptions(), sandbox)
         assert (crash.score, crash.status, crash.info["verdict"]) == (0.0, "ok", "compile_error")
+        # Issue 15: a C++-only completion with no language named runs as C++ (it was "no python block").
+        cpp = f"```cpp\n{CPP_SUM}```"
+        inferred = await score_code(cpp, STDIO, CodeOptions(infer_language=True), sandbox)
+        assert (inferred.score, inferred.status, inferred.info["verdict"]) == (1.0, "ok", "passed")
+        named = await score_code(cpp, STDIO, CodeOptions(language="python"), sandbox)
+        assert (named.score, named.status) == (0.0, "no_answer")  # a language named is the language
     finally:
         await sandbox.close()

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from reward_server.schemas.format import DEFAULT_END_OF_TURN_TOKENS, DEFAULT_START_OF_TURN_TOKENS, FormatParams
 from reward_server.verifiers.format import check_format, score_format
 from reward_server.verifiers.markup import chain_of_thought, code_spans
-from tests.conftest import cases_dir, require_file
+from tests.conftest import cases_dir, cases_or_placeholder, require_file
 
 STRICT = FormatParams()
 SOFT = FormatParams(mode="soft")
@@ -23,7 +23,7 @@ def _cases() -> list[dict]:
 
 
 @pytest.mark.parametrize("mode", ["strict", "soft"])
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", cases_or_placeholder(_cases(), "format.jsonl"), ids=lambda c: c["id"])
 def test_shared_case(case: dict, mode: str) -> None:
     require_file(cases_dir() / "format.jsonl")
     prompt_tail = case["input"].get("prompt_tail", "")

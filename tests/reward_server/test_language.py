@@ -25,7 +25,7 @@ from reward_server.verifiers.language import (
     analyze,
     score_language,
 )
-from tests.conftest import CHILD_PYTHONPATH, cases_dir, data_dir, require_file
+from tests.conftest import CHILD_PYTHONPATH, cases_dir, cases_or_placeholder, data_dir, require_file
 
 PARAMS = LanguageParams()
 MULTILINGUAL = Path(__file__).parent / "data" / "multilingual.jsonl"
@@ -41,7 +41,7 @@ def _cases() -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", cases_or_placeholder(_cases(), "language.jsonl"), ids=lambda c: c["id"])
 def test_shared_case(case: dict) -> None:
     require_file(cases_dir() / "language.jsonl")
     result = score_language(case["input"]["completion"], PARAMS, target=case["input"]["target_language"])
@@ -134,6 +134,48 @@ def test_short_text_abstains(text: str) -> None:
     result = score_language(text, PARAMS, target="en")
     assert result.score is None and result.status == "too_short"
     assert result.info["words"] < PARAMS.min_words
+
+
+# Issue 15: a short chain of thought written in a script the target is not written in is decided by the
+# script (abstaining would count it as consistent). Each row: text, target, expected score, reason.
+SHORT_OTHER_SCRIPT = [
+    ("<think>Сложим числа.</think> 9", "en", 0.0, "two Cyrillic words for English"),
+    ("<think>先加起来</think> 9", "en", 0.0, "four Han characters for English"),
+    ("<think>まず足す</think> 9", "en", 0.0, "kana for English"),
+    ("<think>더하면 된다</think> 9", "en", 0.0, "two Hangul words for English"),
+    ("<think>Okay 相加</think> 9", "en", 1 / 3, "one English word and two Han characters"),
+    ("<think>Add them up.</think> 9", "ru", 0.0, "English for a Russian target"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "target", "expected", "reason"), SHORT_OTHER_SCRIPT, ids=[r[3] for r in SHORT_OTHER_SCRIPT]
+)
+def test_short_text_in_another_script_is_decisive(text: str, target: str, expected: float, reason: str) -> None:
+    result = score_language(text, PARAMS, target=target)
+    assert result.info["words"] < PARAMS.min_words
+    assert result.status == "ok" and result.score == pytest.approx(expected), result.info
+
+
+def test_one_foreign_character_still_abstains() -> None:
+    """One word of another script is too little to decide on: the check abstains as before."""
+    result = score_language("<think>好</think> 9", PARAMS, target="en")
+    assert result.score is None and result.status == "too_short"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<think>It is so.</think>", 1.0),  # three common English words (lingua alone labels them French)
+        ("<think>Yes, we can.</think>", 1.0),
+        ("<think>And so it is.</think>", 1.0),
+        ("<think>Es ist gut so.</think>", 0.25),  # German but for "so": content words keep the detector's label
+    ],
+)
+def test_short_text_trusts_the_targets_function_words(text: str, expected: float) -> None:
+    """Under SHORT_TEXT_WORDS words, the target's function words are the target's (min_words lowered to 3)."""
+    result = score_language(text, LanguageParams(min_words=3), target="en")
+    assert result.score == pytest.approx(expected), result.info
 
 
 def _multilingual() -> list[dict]:

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from reward_server.verifiers.math import MathOptions, verify_math
+from tests.conftest import require_file
 
 pytestmark = pytest.mark.data
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # The folder may be there without this file (a partial copy): skip naming the variable, as for the folder.
+    return [json.loads(line) for line in require_file(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _wrong_value(answer: str) -> str:
@@ -109,10 +111,7 @@ MATH_VERIFY_DIFFERENCES = {
     139: "same: the reference (3/5, 8/3] is exact, the answer (0.6, 2.6667] is rounded",
     186: "the test allows set/relation comparison per call; we keep Math-Verify's default (off)",
     190: "the reference holds literal '\\\\boxed' text, not boxes",
-    202: "a reference of assignment groups 'p=5,q=2;p=7,q=2' is read as four values",
     226: "a prose reference is invalid_ground_truth, even when the response repeats it",
-    237: "boxes joined by a phrase ('for part (a) and') are not one final answer (a hedge guard)",
-    247: "same, for two labelled boxes",
     263: "1 - 1/e is not 1 + 1/e (Math-Verify's table expects equal; its data notes flag it as questionable)",
 }
 

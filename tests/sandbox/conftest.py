@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from sandbox import DockerSandbox, Limits, LocalSandbox, Sandbox, SandboxUnavailable
+from sandbox import CaseResult, DockerSandbox, ExecResult, Limits, LocalSandbox, Sandbox, SandboxUnavailable, Status
+from sandbox.types import IDLE_GRACE_S
 from tests.conftest import IN_CI
 
 # Sized for the security tests: the 8 GB allocation must be refused by the limits, not by the host.
@@ -76,3 +77,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/sandbox/" in str(item.path) and inspect.iscoroutinefunction(getattr(item, "obj", None)):
             item.add_marker(pytest.mark.asyncio(loop_scope="session"), append=False)
+
+
+# How far a measured time may pass its limit: the runner and the checker sample every 50 ms at most.
+SAMPLE_SLACK_S = 0.1
+# How far a program's CPU time may pass time_s before it is stopped on a busy host: the runner or the checker that
+# stops it may itself wait for a CPU while the program runs on another core. A limit that does not hold overshoots
+# by seconds (these programs burn 5 s).
+KILL_LATENCY_S = 0.5
+
+
+def overloaded(run: CaseResult | ExecResult, limits: Limits) -> bool:
+    """True for a run the wall-clock ceiling ended because the host kept it from a CPU; its numbers must show
+    it: within its CPU time, and waiting at least what the ceiling leaves past ``time_s + IDLE_GRACE_S``."""
+    if run.status is not Status.SANDBOX_ERROR:
+        return False
+    assert run.detail is not None and run.detail.startswith("no verdict: the host kept the program waiting"), run
+    assert run.cpu_s < limits.time_s + SAMPLE_SLACK_S, run
+    assert run.time_s >= limits.wall_ceiling_s, run
+    assert run.cpu_wait_s >= limits.wall_ceiling_s - limits.time_s - IDLE_GRACE_S - SAMPLE_SLACK_S, run
+    return True

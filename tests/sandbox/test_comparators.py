@@ -12,6 +12,12 @@ from sandbox.types import Status, TestReport
 
 # (got, want, comparator, matches, why)
 COMPARISONS = [
+    # The default (issue 15): what judges accept for floating-point output, 1e-6 absolute or relative.
+    (b"0.333333\n", b"0.333333333333\n", None, True, "default: six decimals of a longer reference (LCB #129)"),
+    (b"2.5000001 7\n", b"2.5 7\n", None, True, "default: within 1e-6, integers equal"),
+    (b"2.50001 7\n", b"2.5 7\n", None, False, "default: 1e-5 is beyond the tolerance"),
+    (b"8\n", b"9\n", None, False, "default: integers are exact"),
+    (b"4 5 \r\n", b"4 5\n", None, True, "default: trailing space and CRLF are normalised"),
     (b"1 2 3 \n", b"1 2 3\n", "whitespace", True, "trailing space on a line is ignored (code-012)"),
     (b"5\r\n7\r\n", b"5\n7\n", "whitespace", True, "CRLF pairs become LF (code-014)"),
     (b"5\r7\n", b"57\n", "whitespace", False, "a lone CR is not deleted"),
@@ -47,8 +53,10 @@ COMPARISONS = [
 
 
 @pytest.mark.parametrize(("got", "want", "comparator", "matches", "why"), COMPARISONS, ids=[c[-1] for c in COMPARISONS])
-def test_compare_output(got: bytes, want: bytes, comparator: str, matches: bool, why: str) -> None:
-    difference = compare_output(got, want, comparator)  # type: ignore[arg-type]
+def test_compare_output(got: bytes, want: bytes, comparator: str | None, matches: bool, why: str) -> None:
+    difference = (
+        compare_output(got, want) if comparator is None else compare_output(got, want, comparator)  # type: ignore[arg-type]
+    )
     assert (difference is None) is matches, f"{why}: {difference}"
     if not matches:
         assert isinstance(difference, str) and difference
@@ -128,6 +136,7 @@ def _answer(**overrides: object) -> dict[str, object]:
         "signal": None,
         "time_s": 0.1,
         "cpu_s": 0.1,
+        "cpu_wait_s": 0.0,
         "maxrss_kb": 2048,
         "stdout": "",
         "stdout_bytes": 0,
@@ -149,7 +158,7 @@ CLASSIFICATIONS = [
     ({"exit_code": 3}, Status.RUNTIME_ERROR, True, "a non-zero exit"),
     ({"exit_code": None, "signal": 11}, Status.RUNTIME_ERROR, True, "a signal"),
     (
-        {"timed_out": True, "exit_code": None, "signal": 9, "stdout_bytes": 10**9},
+        {"timed_out": "cpu", "exit_code": None, "signal": 9, "stdout_bytes": 10**9},
         Status.TIMEOUT,
         False,
         "timeout first",
@@ -159,6 +168,14 @@ CLASSIFICATIONS = [
     ({"exit_code": 0, "stdout_bytes": 5 * 1024 * 1024}, Status.OUTPUT_LIMIT, False, "too much output"),
     ({"leftover": True}, Status.OK, False, "a process left behind: replace the sandbox"),
     ({"spawn_error": "FileNotFoundError"}, Status.SANDBOX_ERROR, False, "our image lacks the tool"),
+    ({"timed_out": "cpu", "exit_code": None, "signal": 9}, Status.TIMEOUT, False, "over its CPU time"),
+    ({"timed_out": "idle", "exit_code": None, "signal": 9}, Status.TIMEOUT, False, "asleep past time_s + grace"),
+    (
+        {"timed_out": "wall", "exit_code": None, "signal": 9, "cpu_s": 0.42, "cpu_wait_s": 2.6, "time_s": 3.05},
+        Status.SANDBOX_ERROR,
+        False,
+        "the wall-clock ceiling within both limits: the host kept it from a CPU, no verdict",
+    ),
 ]
 
 
@@ -167,3 +184,13 @@ def test_result_from_runner(fields: dict[str, object], status: Status, reusable:
     result = result_from_runner(_answer(**fields), ["python3", "main.py"], Limits())
     assert result.status is status, why
     assert result.reusable is reusable, why
+
+
+def test_the_wall_clock_ceiling_says_how_long_the_host_kept_the_program_waiting() -> None:
+    answer = _answer(timed_out="wall", exit_code=None, signal=9, cpu_s=0.42, cpu_wait_s=2.6, time_s=3.05)
+    result = result_from_runner(answer, ["python3", "main.py"], Limits(time_s=0.5))
+    assert result.detail == (
+        "no verdict: the host kept the program waiting for a CPU for 2.60 s, so it reached the 3 s wall-clock "
+        "ceiling after 0.42 of its 0.5 s of CPU time (the host is overloaded); killed"
+    )
+    assert TestReport(result.status, 0, 1).reward() is None  # a null reward, never a 0

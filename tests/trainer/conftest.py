@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from trainer.reward_client import RewardScorer
-from trainer.tiny import build_tiny_model, build_tokenizer
+from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
@@ -43,6 +43,25 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = build_tokenizer(corpus, vocab_size=300, extra_tokens=["<answer>", "</answer>"])
     model = build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, seed=0)
     path = tmp_path_factory.mktemp("tiny_model")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def vllm_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer Qwen2 for the vLLM tests, warmed up to answer ``What is a plus b?`` with a digit and EOS.
+
+    Its heads are 32 wide: vLLM's CPU attention has no kernel for the 16-wide heads of :func:`tiny_model_dir`
+    ("Unsupported CPU attention configuration: head_dim=16"). The warm-up (40 steps, ~5 s) makes most completions
+    end with EOS after two or three tokens, so a batch has both finished and truncated rows.
+    """
+    corpus = [f"What is {a} plus {b}? {a + b}" for a in range(10) for b in range(10)]
+    tokenizer = build_tokenizer(corpus, vocab_size=300, extra_tokens=["<answer>", "</answer>"])
+    model = build_tiny_model(tokenizer, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, seed=0)
+    pairs = [(f"What is {a} plus {b}?", f" {a + b}") for a in range(7) for b in range(5)]
+    supervised_warm_up(model, tokenizer, pairs, steps=40, batch_size=16, learning_rate=3e-3)
+    path = tmp_path_factory.mktemp("vllm_model")
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

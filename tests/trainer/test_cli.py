@@ -59,7 +59,7 @@ def test_plot_of_a_metric_that_was_not_logged(tmp_path: Path) -> None:
     [
         ("missing.jsonl", "data error: missing.jsonl: no such file or directory"),
         ("empty.jsonl", "data error: empty.jsonl holds no rows"),
-        ("nogt.jsonl", "data error: nogt.jsonl row 0: a math row needs a non-empty 'ground_truth'"),
+        ("nogt.jsonl", "data error: nogt.jsonl:1: a math row needs a non-empty 'ground_truth'"),
     ],
 )
 def test_train_reports_data_errors_without_traceback(
@@ -82,3 +82,23 @@ def test_train_reports_a_model_that_does_not_load(tmp_path: Path, monkeypatch: p
     code, out = _invoke("train", "--config", "c.yaml")
     assert code == 2
     assert "config error: model_name_or_path='model': cannot load a tokenizer from it" in out
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("examples/arithmetic/runs/sft", "no such directory"),  # HF: "Repo id must be in the form ..."
+        ("./sft", "no such directory"),
+        ("t.jsonl", "is a file, not a model directory"),
+    ],
+)
+def test_a_missing_local_model_directory_is_named_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, why: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("t.jsonl").write_text(json.dumps({"prompt": "2+2?", "ground_truth": "4"}) + "\n")
+    Path("c.yaml").write_text(f"model_name_or_path: {value}\ntrain_data: t.jsonl\n")
+    code, out = _invoke("train", "--config", "c.yaml")
+    assert code == 2
+    assert f"config error: model_name_or_path={value!r}: {why}. Give a local Hugging Face model directory" in out
+    assert "Repo id" not in out and "Traceback" not in out

@@ -68,7 +68,15 @@ def test_every_field_has_a_one_line_docstring() -> None:
         # TRL names with no counterpart get what to do instead, not a look-alike (num_iterations is not epochs).
         ({"num_train_epochs": 3}, "not supported: training length is set in steps: set max_steps"),
         ({"per_device_train_batch_size": 8}, "not supported: set prompt_batch_size"),
-        ({"use_vllm": True}, "not supported"),
+        # vLLM: server mode has no supported weight-update path off GPUs; TRL's newer and absent names are mapped.
+        ({"use_vllm": True, "vllm_mode": "server"}, "vllm_mode='server': is not built"),
+        ({"vllm_mode": "remote"}, "must be 'colocate' or 'server'"),
+        ({"vllm_importance_sampling_clip_max": 2.0}, "Did you mean 'vllm_importance_sampling_cap'"),
+        ({"vllm_importance_sampling_cap": 0.0}, "vllm_importance_sampling_cap=0.0: must be > 0"),
+        ({"vllm_importance_sampling_mode": "token"}, "must be one of"),
+        ({"vllm_gpu_memory_utilization": 1.5}, r"must be in \(0, 1\]"),
+        ({"vllm_tensor_parallel_size": 2}, "not supported: the colocated engine runs on the trainer's one device"),
+        ({"vllm_server_port": 8001}, "not supported: vllm_mode 'server' is not built"),
         ({"scale_rewards": True}, "TRL's boolean form: write 'group' for True"),
         ({"scale_rewards": False}, "write 'none' for False"),
         ({"reward_components": {"accuracy": "1.0"}}, "maps a component name to a number"),
@@ -98,6 +106,21 @@ def test_chunk_default_is_a_quarter_of_the_prompts() -> None:
 def test_set_needs_key_value() -> None:
     with pytest.raises(ConfigError, match="key=value"):
         parse_overrides(["max_steps"])
+
+
+def test_an_unknown_set_option_is_blamed_on_the_command_line_not_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("model_name_or_path: m\ntrain_data: t.jsonl\n")
+    result = CliRunner().invoke(app, ["train", "--config", str(path), "--set", "lr=1e-5"])
+    assert result.exit_code == 2
+    assert "config error: unknown option 'lr' in --set lr=1e-5. Did you mean 'learning_rate'?" in result.output
+    assert str(path) not in result.output
+    with pytest.raises(ConfigError, match=r"^option 'num_train_epochs' in --set num_train_epochs=3 is not supported"):
+        load_config(path, parse_overrides(["num_train_epochs=3"]))
+    # The same name in the file is still the file's.
+    path.write_text("model_name_or_path: m\ntrain_data: t.jsonl\nlr: 1.0e-5\n")
+    with pytest.raises(ConfigError, match=f"unknown option 'lr' in {path}"):
+        load_config(path, {})
 
 
 def test_cli_reports_a_config_error_without_traceback(tmp_path: Path) -> None:

@@ -67,7 +67,26 @@ def test_bad_rows_are_refused_with_row_and_field(tmp_path: Path, row: dict[str, 
     path = _write(tmp_path / "bad.jsonl", [arithmetic_rows(1)[0], row])
     with pytest.raises(DataError, match=message) as err:
         load_rows(str(path), "train")
-    assert "row 1" in str(err.value)
+    assert str(err.value).startswith(f"{path}:2: "), err.value  # its line, counted from 1 as the score CLI does
+
+
+def test_rows_are_counted_from_one_in_every_format(tmp_path: Path) -> None:
+    # Row 3 lacks its ground truth. In JSONL the message gives the line (a blank line before it counts as a
+    # line, not a row); elsewhere, the row counted from 1.
+    good, bad = arithmetic_rows(2), {"prompt": "2+2?"}
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in good) + "\n" + json.dumps(bad) + "\n")
+    listed = tmp_path / "d.json"
+    listed.write_text(json.dumps([*good, bad]))
+    for path, where in ((jsonl, f"{jsonl}:4"), (listed, f"{listed} row 3")):
+        with pytest.raises(DataError, match="a math row needs") as err:
+            load_rows(str(path), "train")
+        assert str(err.value).startswith(f"{where}: "), err.value
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_list([*good, {**bad, "ground_truth": None}]).to_parquet(str(tmp_path / "d.parquet"))
+    with pytest.raises(DataError, match="a math row needs") as err:
+        load_rows(str(tmp_path / "d.parquet"), "train")
+    assert str(err.value).startswith(f"{tmp_path / 'd.parquet'} row 3: "), err.value
 
 
 def test_chat_prompts_are_accepted(tmp_path: Path) -> None:

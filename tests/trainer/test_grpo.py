@@ -16,6 +16,7 @@ from trainer.grpo import (
     group_advantages,
     grpo_loss,
     kl_k3,
+    sampler_importance_weights,
     token_log_probs,
 )
 
@@ -319,3 +320,52 @@ def test_entropy_hand_computed() -> None:
     peaked = torch.tensor([[[0.0, -1e4, -1e4, -1e4]]])  # one sure token: 0 nats
     assert entropy_from_logits(uniform).item() == pytest.approx(math.log(4))
     assert entropy_from_logits(peaked).item() == pytest.approx(0.0, abs=1e-6)
+
+
+# old - sampling = [0.5, -1.0, (padding)]; the sequence sums to -0.5.
+_OLD = torch.tensor([[-1.0, -2.0, -0.5]])
+_SAMPLED = torch.tensor([[-1.5, -1.0, -3.0]])
+_MASK = torch.tensor([[1.0, 1.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    ("mode", "cap", "expected"),
+    [
+        ("token_truncate", 1.5, [[1.5, math.exp(-1.0), 1.0]]),  # exp(0.5) = 1.65 truncated to the cap
+        ("token_mask", 1.5, [[0.0, math.exp(-1.0), 1.0]]),  # ... or masked to 0
+        ("token_truncate", 3.0, [[math.exp(0.5), math.exp(-1.0), 1.0]]),  # under the cap: the ratio itself
+        ("sequence_truncate", 1.5, [[math.exp(-0.5)]]),  # one ratio per completion, padding left out
+        ("sequence_truncate", 0.5, [[0.5]]),
+        ("sequence_mask", 0.5, [[0.0]]),
+    ],
+)
+def test_sampler_importance_weights_hand_computed(mode: str, cap: float, expected: list[list[float]]) -> None:
+    w = sampler_importance_weights(_OLD, _SAMPLED, _MASK, mode=mode, cap=cap)  # type: ignore[arg-type]
+    torch.testing.assert_close(w, torch.tensor(expected))
+
+
+def test_sampler_importance_weights_refuse_an_unknown_mode() -> None:
+    with pytest.raises(ValueError, match="mode must be one of"):
+        sampler_importance_weights(_OLD, _SAMPLED, _MASK, mode="token", cap=2.0)  # type: ignore[arg-type]
+
+
+def test_importance_weights_scale_the_surrogate_but_not_the_kl() -> None:
+    logp = torch.zeros(1, 3, requires_grad=True)  # ratio 1 everywhere: the surrogate of a token is -A
+    ref = logp.detach() + 0.1  # k3 KL per token: e^0.1 - 0.1 - 1
+    kl = math.exp(0.1) - 0.1 - 1
+    out = grpo_loss(
+        logp,
+        logp.detach(),
+        torch.tensor([1.0]),
+        _MASK,
+        loss_type="bnpo",
+        epsilon=0.2,
+        epsilon_high=None,
+        beta=0.1,
+        ref_logp=ref,
+        max_completion_length=3,
+        importance_weights=torch.tensor([[2.0, 0.5, 7.0]]),  # the padding's 7 must not count
+    )
+    # bnpo: token mean over the 2 completion tokens of (-A * w + beta * kl).
+    assert out.loss.item() == pytest.approx((-2.0 - 0.5) / 2 + 0.1 * kl, abs=1e-6)
+    assert out.policy_loss.item() == pytest.approx(-1.25, abs=1e-6)

@@ -20,7 +20,7 @@ import yaml
 from transformers import AutoModelForCausalLM
 
 from rlvr_client.client import RewardClient
-from tests.conftest import REPO_ROOT
+from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 from trainer.metrics import read_metrics
 from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
 
@@ -74,9 +74,7 @@ def answering_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_two_steps_against_a_live_server_change_the_parameters(
-    live_server: str, answering_model: Path, tmp_path: Path
-) -> None:
+def _write_config(tmp_path: Path, answering_model: Path, live_server: str) -> Path:
     data = tmp_path / "train.jsonl"
     rows = [{"prompt": f"What is {a} plus {b}?", "ground_truth": str(a + b)} for a in range(3) for b in range(3)]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -100,16 +98,10 @@ def test_two_steps_against_a_live_server_change_the_parameters(
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
+    return path
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "train", "--config", str(path)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
+def _check_run(tmp_path: Path, answering_model: Path) -> None:
     rows_logged = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows_logged] == [0, 1, 2]
     for r in rows_logged[1:]:
@@ -122,3 +114,60 @@ def test_two_steps_against_a_live_server_change_the_parameters(
     after = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoint-2").state_dict()
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert changed, "two GRPO steps left every parameter as it was"
+
+
+def test_two_steps_against_a_live_server_change_the_parameters(
+    live_server: str, answering_model: Path, tmp_path: Path
+) -> None:
+    path = _write_config(tmp_path, answering_model, live_server)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer", "train", "--config", str(path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_run(tmp_path, answering_model)
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
+        # accelerate's multi-GPU launcher is torchrun underneath; on a CPU-only host the trainer picks gloo
+        [
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            "0",
+        ],
+    ],
+    ids=["torchrun", "accelerate"],
+)
+def test_two_steps_on_two_gloo_ranks_against_a_live_server(
+    live_server: str, answering_model: Path, tmp_path: Path, launcher: list[str]
+) -> None:
+    path = _write_config(tmp_path, answering_model, live_server)
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, *launcher, "-m", "trainer", "train", "--config", str(path)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    _check_run(tmp_path, answering_model)
+    state = torch.load(tmp_path / "run" / "checkpoint-2" / "trainer_state.pt", weights_only=False)
+    assert len(state["rng_ranks"]) == 2  # both ranks took part, rank 0 wrote

@@ -387,7 +387,7 @@ def test_prompts_are_rendered_before_any_model_loads(
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setattr(train_module, "_load_model", lambda *a: pytest.fail("the model loaded before the data check"))
-    with pytest.raises(DataError, match=r"chat\.jsonl row 1: the prompt cannot be rendered: unknown role robot"):
+    with pytest.raises(DataError, match=r"chat\.jsonl:2: the prompt cannot be rendered: unknown role robot"):
         train(_config(model_dir, (data, data), tmp_path / "run"), scorer=StandInServer().scorer())
 
 
@@ -485,3 +485,49 @@ def test_a_batch_the_server_refuses_says_to_fix_the_request(
     with pytest.raises(RewardServerError, match=r"unknown component 'acuracy'.*once the data or reward config"):
         train(_config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=2), scorer=scorer)
     assert server.requests == 2  # step 0 (two chunks of one prompt) was scored; the refusal came at step 1
+
+
+def test_sampler_correction_metrics_hand_computed(tiny_model_dir: Path, prompt_files: tuple[Path, Path]) -> None:
+    from trainer.rollout import RolloutBatch
+    from trainer.train import SamplerCorrection
+
+    config = _config(tiny_model_dir, prompt_files, Path("unused"), use_vllm=True, vllm_importance_sampling_cap=1.5)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    batch = RolloutBatch(
+        prompt_ids=torch.zeros(2, 1, dtype=torch.long),
+        prompt_mask=torch.ones(2, 1, dtype=torch.long),
+        completion_ids=torch.zeros(2, 3, dtype=torch.long),
+        completion_mask=mask,
+        is_truncated=torch.tensor([False, False]),
+        prompt_index=torch.tensor([0, 0]),
+        completion_texts=["", ""],
+        sampling_log_probs=torch.tensor([[-1.5, -1.0, -3.0], [-0.25, 0.0, 0.0]]),
+    )
+    old = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, 0.0, 0.0]])  # old - sampled on tokens: 0.5, -1.0, -0.75
+    correction = SamplerCorrection()
+    correction.add(0, old, batch, config)
+    ratios = [1.5, math.exp(-1.0), math.exp(-0.75)]  # exp(0.5) = 1.65 truncated at the cap 1.5
+    assert correction.metrics() == pytest.approx(
+        {
+            "rollout/logprob_diff": (0.5 + 1.0 + 0.75) / 3,
+            "rollout/logprob_diff_max": 1.0,
+            "rollout/is_ratio_mean": sum(ratios) / 3,
+            "rollout/is_ratio_min": math.exp(-1.0),
+            "rollout/is_ratio_max": 1.5,
+            "rollout/is_ratio_capped_frac": 1 / 3,
+        }
+    )
+    torch.testing.assert_close(
+        correction.weights[0], torch.tensor([[1.5, math.exp(-1.0), 1.0], [math.exp(-0.75), 1, 1]])
+    )
+
+
+def test_use_vllm_without_vllm_installed_says_how_to_install_it(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trainer.vllm_backend", None)  # what an environment without vLLM sees
+    config = _config(tiny_model_dir, prompt_files, tmp_path / "run", use_vllm=True)
+    with pytest.raises(ConfigError, match=r"use_vllm: vLLM is not installed .*pip install -e '\.\[vllm\]'"):
+        train(config, scorer=StandInServer().scorer())

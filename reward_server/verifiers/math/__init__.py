@@ -93,11 +93,16 @@ def verify_math(
     ref = ground_truth if isinstance(ground_truth, Reference) else parse_reference(ground_truth, options)
     if ref.invalid:
         return MathVerdict(MathStatus.INVALID_GROUND_TRUTH, None, detail=ref.invalid)
-    extraction = extract_final_answer(response, fallback=options.fallback)
+    extraction = extract_final_answer(response, fallback=options.fallback, choice=ref.kind == "choice")
     if not extraction.parts:
         return MathVerdict(MathStatus.NO_ANSWER, False, None, ref.shown, extraction.detail)
     answer = ", ".join(extraction.parts)
     correct, detail = answers_match(ref, answer, options)
+    if not correct and len(ref.members) > 1 and len(extraction.multipart) > len(extraction.parts):
+        # "\boxed{3} for part (a) and \boxed{5} for part (b)" against a reference that lists both parts.
+        joined = ", ".join(extraction.multipart)
+        if answers_match(ref, joined, options)[0]:
+            answer, correct, detail = joined, True, "the boxes of a multi-part answer, joined by their part labels"
     return MathVerdict(MathStatus.OK, correct, answer, ref.shown, detail)
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from reward_server.verifiers.math.extract import _box_answer, _last_anchor_value, _letters
+from reward_server.verifiers.math.extract import NEGATION, _box_answer, _last_anchor_value, _letters, _result_side
+from reward_server.verifiers.math.forms import closing_bracket, split_top_level
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
 from reward_server.verifiers.math.text import (
     _ANSWER_LABEL,
@@ -26,6 +27,7 @@ from reward_server.verifiers.math.text import (
     normalize_answer,
     normalize_unicode,
     parse_number,
+    spelled_number_fault,
     strip_presentation,
 )
 from reward_server.verifiers.math.types import MathOptions
@@ -89,33 +91,6 @@ def _reference_answer_text(raw: str) -> str:
     return stated if stated is not None else text
 
 
-def _split_top_level(s: str, seps: str = ",;") -> list[str]:
-    """Split on separators that are outside every bracket: ``1, (2,3)`` -> ``1``, ``(2,3)``."""
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\" and i + 1 < len(s) and s[i + 1] in "{}":
-            cur.append(s[i : i + 2])
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        if c in seps and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    parts.append("".join(cur))
-    return [p.strip() for p in parts if p.strip()]
-
-
 def _expand_pm(s: str) -> list[str]:
     r"""``\pm 17`` -> ``17``, ``-17``; ``1 \pm \sqrt{2}`` -> ``1 + \sqrt{2}``, ``1 - \sqrt{2}``."""
     m = re.search(r"\\(?:pm|mp)(?![A-Za-z])", s)
@@ -129,13 +104,18 @@ def _expand_pm(s: str) -> list[str]:
     return _expand_pm(plus) + _expand_pm(minus)
 
 
+# "(x, y) = (2, 7), (4, 1)": the names of a tuple's components, before the tuples.
+_TUPLE_LABEL = re.compile(r"^\(\s*[A-Za-z](?:_\{?\w+\}?)?(?:\s*,\s*[A-Za-z](?:_\{?\w+\}?)?)+\s*\)\s*=\s*(?=[(\[])")
+
+
 def _labelled_members(answer: str) -> list[tuple[str | None, str]]:
     """The values an answer gives, each with the variable it is assigned to (``x = 5`` -> (``x``, ``5``);
-    ``None`` when there is none): split a bare list, unwrap a set ``\\{...\\}``, expand ``±``."""
-    s = answer.strip()
+    ``None`` when there is none): split a bare list, unwrap a set ``\\{...\\}``, expand ``±``. Solutions of a
+    system listed as groups of assignments (``a=1, b=3; a=2, b=5``) are the tuples ``(1, 3)``, ``(2, 5)``."""
+    s = _TUPLE_LABEL.sub("", answer.strip())
     if s.startswith("\\{") and s.endswith("\\}"):
         s = s[2:-2]
-    parts = _split_top_level(s)
+    parts = split_top_level(s)
     out: list[tuple[str | None, str]] = []
     for p in parts:
         # "x = 5" gives the value 5; "y = 2x + 3" is an equation and stays one.
@@ -146,7 +126,33 @@ def _labelled_members(answer: str) -> list[tuple[str | None, str]]:
             p = p[m.end() :]
         p = p.strip()
         out.extend((label, x.strip()) for x in _expand_pm(p) if x.strip())
-    return out
+    return _grouped(out)
+
+
+def _grouped(labelled: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+    """Assignments that repeat one list of variables (``a, b, a, b``) as tuples, one per repetition."""
+    labels = [label for label, _ in labelled]
+    if len(labels) < 4 or None in labels:
+        return labelled
+    width = len(set(labels))
+    first = labels[:width]
+    if width < 2 or len(set(first)) != width or len(labels) % width:
+        return labelled
+    if any(labels[i : i + width] != first for i in range(0, len(labels), width)):
+        return labelled
+    return [
+        (None, "(" + ", ".join(value for _, value in labelled[i : i + width]) + ")")
+        for i in range(0, len(labelled), width)
+    ]
+
+
+def _value_side(member: str) -> str:
+    """An equation chain that ends in a value is that value (``2^{10} = 1024``, ``f(2) = 7``, ``5! = 120``);
+    an equation (``y = 2x + 3``) stays one."""
+    if "=" not in member:
+        return member
+    side = _result_side(member)
+    return side if side != member.strip() and not _letters(side) else member
 
 
 def _members(answer: str) -> list[str]:
@@ -196,6 +202,28 @@ def _choice_letters(s: str) -> set[str]:
     return set(_CHOICE_TOKEN.findall(_unwrap_text_commands(s)))
 
 
+_LETTER_LIST = (
+    r"\(?[A-J]\)?(?:\s*(?:,|\bor\b|\bnor\b|\band\b|\bou\b|\boder\b|\bo\b|\bni\b|或|\bи\b|\bили\b)\s*\(?[A-J]\)?)*"
+)
+_NEGATED = re.compile(
+    rf"{NEGATION}\s*(?:(?:be|option|choice|answer)\s+)?({_LETTER_LIST})(?![A-Za-z])"
+    r"|(?<![A-Za-z])\(?([A-J])\)?\s*(?:ではなく|じゃなく|[가이]\s*아니라)",
+    re.IGNORECASE,
+)
+
+
+def _negated_letters(s: str) -> set[str]:
+    """The choice letters an answer rules out: "C, not A or D" rules out A and D."""
+    out: set[str] = set()
+    for m in _NEGATED.finditer(_unwrap_text_commands(s)):
+        out |= set(_CHOICE_TOKEN.findall(m.group(1) or m.group(2)))
+    return out
+
+
+# A letter in any font: "\mathbb{C}", "\mathcal{B}", "\textbf{D}" name the letter when a choice is expected.
+_ANY_FONT_LETTER = re.compile(r"\\(?:math[a-z]+|boldsymbol|bm|text[a-z]*)\s*\{\s*([A-Za-z])\s*\}")
+
+
 _TEX_SPACE = re.compile(r"\\[,;:!> ]|\\q?quad(?![A-Za-z])|~")
 _OPTION_WORD = re.compile(r"^\s*(?:option|choice)\s+(?=\(?[A-J]\b)", re.IGNORECASE)
 
@@ -215,6 +243,9 @@ def _choice_split(s: str) -> tuple[str, str] | None:
     if re.match(r"^\s*\)?\s*[.:]?\s*$", rest):
         return letter, ""
     option = re.match(r"^\s*(?:\)\s*[.:]?|[.:])\s+(\S.*)$", rest, re.DOTALL)
+    if option is None and m.group(2):
+        # "C Cecile", "A Peter\n...": a letter, then the option's text, a name, on the first line.
+        option = re.match(r"^[ \t]+([A-Z][\w'’-]*)[ \t]*(?:\n|$)", rest)
     return (letter, option.group(1).strip()) if option else None
 
 
@@ -252,12 +283,14 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
         if option is not None and (option.invalid or option.kind == "choice"):
             option = None
         return Reference(raw, answer_text, "choice", (letter,), letter=letter, option=option)
+    if (spelled := spelled_number_fault(strip_presentation(answer_text))) is not None:
+        return Reference(raw, answer_text, "math", (), invalid=f"the reference is {spelled}")
     norm = normalize_answer(answer_text)
     if not norm:
         return Reference(raw, answer_text, "math", (), invalid="the reference answer is empty")
     if _looks_like_prose(norm):
         return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
-    labelled = _labelled_members(norm)
+    labelled = [(label, _value_side(value)) for label, value in _labelled_members(norm)]
     members = [value for _, value in labelled]
     if _is_word_answer(norm):
         return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
@@ -475,6 +508,9 @@ def _inequality_as_interval(s: str) -> str | None:
     return f"{low}, {high}"
 
 
+_PRIMED = re.compile(r"[A-Za-z]'+")
+
+
 @functools.lru_cache(maxsize=16384)
 def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
     """Is the answer member ``ans`` equal to the reference member ``gold``? (Both normalised.)
@@ -483,6 +519,10 @@ def _member_match(gold: str, ans: str, options: MathOptions) -> bool:
     """
     if gold == ans:
         return True
+    if "=" not in gold + ans and sorted(_PRIMED.findall(gold)) != sorted(_PRIMED.findall(ans)):
+        # P' is another point than P (math-verify drops the prime): primed names must match, in any order.
+        # (An equation's left side may name a derivative: "f'(x) = 2x".)
+        return False
     # An inequality and an interval state the same set: "x \le 3" is "(-\infty, 3]", either way round.
     if _is_interval(gold) and (interval := _inequality_as_interval(ans)) is not None:
         ans = interval
@@ -542,6 +582,8 @@ def _clearly_different(gold: str, gold_num: Num | None, ans: str, ans_num: Num |
         allowed = 1e-9 * scale + options.rel_tol * scale
         if gold_num is not None and gold_num.quantum is not None:
             allowed += float(gold_num.quantum) / 2
+        if ans_num is not None and ans_num.quantum is not None:
+            allowed += float(ans_num.quantum) / 2  # the precision floor: a correctly rounded answer
         if gold_num is not None and gold_num.percent:
             return abs(g - a) > allowed and abs(g / 100 - a) > allowed + float(gold_num.quantum or 0) / 200
         return abs(g - a) > allowed
@@ -577,23 +619,11 @@ def _components(s: str) -> tuple[str, list[str]] | None:
         rows = [r for r in m.group(2).split("\\\\") if r.strip()]
         cells = [c.strip() for r in rows for c in r.split("&")]
         return f"{m.group(1)}:{len(rows)}x{len(cells) // max(1, len(rows))}", cells
-    if len(s) >= 5 and s[0] in "([" and s[-1] in ")]" and _match_bracket(s) == len(s) - 1:
-        parts = _split_top_level(s[1:-1], ",")
+    if len(s) >= 5 and s[0] in "([" and s[-1] in ")]" and closing_bracket(s) == len(s) - 1:
+        parts = split_top_level(s[1:-1], ",")
         if len(parts) >= 2:
             return f"{s[0]}{s[-1]}{len(parts)}", parts
     return None
-
-
-def _match_bracket(s: str) -> int:
-    depth = 0
-    for i, c in enumerate(s):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
 
 
 def _structures_differ(gold: str, ans: str) -> bool:
@@ -729,14 +759,18 @@ def _clock_match(ref: Reference, answer: str) -> tuple[bool, str | None] | None:
 def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     """Does ``answer`` (an extracted final answer) equal the reference? Returns (verdict, detail)."""
     if ref.kind == "choice":
-        text = strip_presentation(answer)
+        text = _ANY_FONT_LETTER.sub(r"\1", strip_presentation(answer))
         plain = _unwrap_text_commands(text).strip()
-        while plain.startswith("{") and _match_bracket(plain) == len(plain) - 1:
+        while plain.startswith("{") and closing_bracket(plain) == len(plain) - 1:
             plain = plain[1:-1].strip()  # "{C}" is what "\textcolor{red}{C}" leaves
         if re.fullmatch(r"\(?[A-Ja-j]\)?", plain):
             text = plain.upper()  # "(c)" names choice C; a lone lower-case letter can be nothing else here
         named = _choice_letters(text)
         if len(named) > 1:
+            # "C, not A or D", "B。不是 A": one choice named, the others ruled out.
+            kept = named - _negated_letters(text)
+            if len(kept) == 1:
+                return kept == {ref.letter}, "the answer names one choice and rules out the others"
             return False, f"the answer names {len(named)} choices ({', '.join(sorted(named))}): a hedge"
         letter = _choice_letter(text)
         if letter is None:
@@ -758,7 +792,7 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
     if ref.kind == "text":
         plain = _unwrap_text_commands(norm).strip().lower()
         return _same_word(plain, ref.members[0].lower()), None
-    members = _distinct(_members(norm))
+    members = _distinct([_value_side(m) for m in _members(norm)])
     if not members:
         return False, "the final answer is empty after normalisation"
     if len(ref.members) == 1:

@@ -7,6 +7,8 @@ import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
+from reward_server.verifiers.math.forms import NUMBER_WORD, code_to_latex, looks_like_code, read_number_words
+
 # Characters whose meaning we keep by spelling them in LaTeX before anything else looks at the text.
 _UNICODE_MATH = {
     "\u2212": "-",  # minus sign
@@ -129,7 +131,10 @@ def normalize_unicode(text: str) -> str:
 _SPACING = re.compile(r"(\\\\)|\\[,;:!> ]|\\(?:q?quad|hspace\{[^}]*\}|thinspace|medspace|thickspace|enspace)|~")
 # "\left." and "\right." are invisible delimiters: the dot goes with them.
 _LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|biggl|biggr)(?![A-Za-z])\s*\.?")
-_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|textnormal)\s*\{")
+_TEXT_CMD = re.compile(
+    r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|textnormal"
+    r"|mathcal|mathscr|mathfrak|mathsf|mathtt|boldsymbol|bm)\s*\{"
+)
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|\\circ")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\bpercent\b|\\text\{\s*\\%\s*\})")
 _CURRENCY = re.compile(r"\\\$|\$|\\(?:pounds|euro|yen)\b|[€£¥₹]|\b(?:USD|EUR|Rs\.?)\s*")
@@ -142,6 +147,17 @@ _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
 # TeX takes one token as the argument: "\sqrt3" is \sqrt{3}, "\sqrt 23" is \sqrt{2}3.
 _SQRT_SHORT = re.compile(r"\\sqrt\s*([0-9A-Za-z])")
 _SINGLE_LETTER_TEXT = re.compile(r"\\(?:mathrm|mathit|text|operatorname|mathbf)\s*\{(\s*)([A-Za-z])\s*\}")
+# A letter in a calligraphic, script, blackboard or other math font is the letter, as with \mathrm: "\mathcal{C}"
+# is C. Blackboard N, Z, Q, R, C name the number sets (math-verify reads "\mathbb{R}" as the reals) and stay.
+FONT_LETTER = re.compile(
+    r"\\(?:mathcal|mathscr|mathfrak|mathsf|mathtt|boldsymbol|bm|mathbb(?=\s*\{\s*[^NZQRC\s]))\s*\{\s*([A-Za-z])\s*\}"
+)
+# A prime written as a command is a prime: "B^{\prime}", "B^\prime", "B\prime" are B'.
+_PRIME_CMD = re.compile(r"\^\s*\{\s*((?:\\prime\s*)+)\}|\^\s*\\prime(?![A-Za-z])|\\prime(?![A-Za-z])")
+# Indian digit grouping: "12,34,567" (lakh and crore: groups of two, then the last three digits).
+_INDIAN_GROUPING = re.compile(
+    r"(?<![\d.,(\[])([1-9]\d?(?:(?:,|\{,\}|,\\!)\d{2})+(?:,|\{,\}|,\\!)\d{3})(?![\d,)\]]|\{,\})"
+)
 # "\text{5 apples}", "\text{12 cm}": a value written inside a text command as a whole.
 _TEXT_WITH_VALUE = re.compile(r"^\\(?:text|textbf|textrm|mbox|mathrm)\s*\{\s*([-+]?\s*[\d.][^{}]*)\}$")
 _FRAC_HALF_SHORT = re.compile(r"\\frac\s*(\d)\s*(\{)|\\frac\s*(\{[^{}]*\})\s*(\d)")
@@ -246,6 +262,11 @@ def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
     otherwise it is the two values 2 and 1/2 (a reference, or an answer to a list).
     """
     s = strip_presentation(s)
+    if looks_like_code(s):
+        s = code_to_latex(s)  # "3*sqrt(2)", "pi/6", "Matrix([[3, 4]])": sympy's and Python's printing
+    s = _spelled_number(s)
+    s = _PRIME_CMD.sub(lambda m: "'" * max(1, (m.group(1) or "").count("\\prime")), s)
+    s = FONT_LETTER.sub(r"\1", s)
     s = _EMPTY_SET.sub(r"\\emptyset", s)
     s = _LEADING_APPROX.sub("", s)
     s = _TEXT_NO_LETTERS.sub(r"\1", s)
@@ -260,6 +281,9 @@ def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
     s = _ANGLE_VECTOR.sub(r"(\1)", s)
     s = _ORDINAL.sub("", s)
     s = _INFINITY_WORD.sub(r"\\infty", s)
+    # "12,\!34,\!567": Indian grouping when the commas say so (a thin space or braces), or when the answer is
+    # for a single value (a reference "12,34,567" stays the list it may be).
+    s = _INDIAN_GROUPING.sub(lambda m: _indian_number(m, plain_commas=mixed_and), s)
     # "11,\! 111,\! 100": a comma followed by a negative thin space is a thousands separator.
     s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))", "", s)
     s = re.sub(r"(?<!\\)\\!", "", s)
@@ -285,6 +309,52 @@ def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
     # A unit after a value ("15600 dollars", "18 \text{cm}^2", "5 apples") does not change it.
     s = _strip_units(s)
     return re.sub(r"\s+", " ", s).strip()
+
+
+def _indian_number(m: re.Match[str], *, plain_commas: bool) -> str:
+    text = m.group(1)
+    if not plain_commas and not re.search(r"\{,\}|,\\!", text):
+        return text
+    return re.sub(r"\{,\}|,\\!|,", "", text)
+
+
+def spelled_number_fault(s: str) -> str | None:
+    """Why ``s`` (an answer as a whole) starts with number words that form no number, or ``None``."""
+    plain = _unwrap_text_commands(s).strip()
+    if not NUMBER_WORD.search(plain):
+        return None
+    try:
+        read = read_number_words(plain)
+    except ValueError as exc:
+        return str(exc)
+    if read is not None and _VAGUE_NUMBER.match(read[1]):
+        return f"a vague number in words: {plain[:40]!r}"
+    return None
+
+
+# "forty something", "twenty-odd", "thirty or so": a number in words that names no one value.
+_VAGUE_NUMBER = re.compile(r"^\s*-?(?:something|odd|ish|plus|or\s+so|or\s+more|or\s+less|some)\b", re.IGNORECASE)
+
+
+def _spelled_number(s: str) -> str:
+    """An answer that starts with a number in words, with that number in digits: "three hundred and five" is
+    305, "\\text{forty-two}" 42, "seven apples" 7 apples, "two thirds" \\frac{2}{3}. Anything else unchanged."""
+    plain = _unwrap_text_commands(s).strip()
+    if not NUMBER_WORD.search(plain):
+        return s
+    try:
+        read = read_number_words(plain)
+    except ValueError:
+        return s
+    if read is None:
+        return s
+    value, rest = read
+    if value.denominator == 1:
+        digits = str(value.numerator)
+    else:
+        sign = "-" if value < 0 else ""
+        digits = f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}"
+    return digits + rest
 
 
 def _repeating_frac(whole: str, fixed: str, period: str) -> str:
@@ -445,14 +515,45 @@ def parse_number(s: str) -> Num | None:
     return None
 
 
+# A decimal with this many significant figures that is the reference correctly rounded is right, however many
+# more places the reference has: 0.0666668 for 0.066666793, 1.41421 for \sqrt{2}, 3.14159 for \pi.
+PRECISION_FLOOR_DIGITS = 6
+
+
+def significant_digits(num: Num) -> int:
+    """How many significant figures a decimal is written with (``0.0666668`` has 6), or 0 for an exact number."""
+    if num.quantum is None or num.value == 0:
+        return 0
+    magnitude = 0
+    value = abs(num.value)
+    while value >= 10:
+        value /= 10
+        magnitude += 1
+    while value < 1:
+        value *= 10
+        magnitude -= 1
+    places = 0
+    quantum = num.quantum
+    while quantum < 1:
+        quantum *= 10
+        places += 1
+    while quantum > 1:
+        quantum /= 10
+        places -= 1
+    return magnitude + places + 1
+
+
 def _numbers_match(gold: Num, ans: Num, rel_tol: float) -> bool:
     """The numeric policy: the reference sets the precision (module docstring)."""
     g_vals = [gold.value] + ([gold.value / 100] if gold.percent else [])
     a_vals = [ans.value] + ([ans.value / 100] if ans.percent and not gold.percent else [])
+    floor = ans.quantum is not None and significant_digits(ans) >= PRECISION_FLOOR_DIGITS
     for g in g_vals:
         for a in a_vals:
             if a == g:
                 return True
+            if floor and ans.quantum is not None and abs(a - g) * 2 <= ans.quantum:
+                return True  # the reference rounded to the answer's (at least six) significant figures
             if gold.quantum is not None:
                 # The answer must be at least as precise as the reference, and round to it.
                 if ans.quantum is not None and ans.quantum > gold.quantum:

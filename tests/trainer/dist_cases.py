@@ -1,0 +1,152 @@
+"""GRPO runs that ``test_distributed.py`` makes in one process and, under ``torchrun``, on two gloo ranks.
+
+Run as a script under ``torchrun --nproc_per_node 2``, it trains every case named on the command line into
+``OUT/<case>`` (rank 0 writes the checkpoint and ``history.json``). Imported, it gives the test the same cases for
+the one-process reference. Rollouts are fixed per prompt (:class:`FixedRollouts`), so one process and two ranks
+update on the same completions, and the updates can be compared to float tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+
+from tests.trainer.conftest import StandInServer
+from trainer import train as train_module
+from trainer.config import GRPOConfig, config_from_dict
+from trainer.reward_client import RewardScorer
+from trainer.rollout import Prompt, RolloutBatch, SamplingParams, TransformersBackend
+
+# Adam's step is about lr * sign(g); with adam_epsilon 1 it is about lr * g, so a gradient that differs by
+# rounding gives an update that differs by rounding, and a wrong normaliser shows as a factor.
+COMMON: dict[str, Any] = {
+    "max_steps": 1,
+    "prompt_batch_size": 4,
+    "num_generations": 4,
+    "max_completion_length": 6,
+    "learning_rate": 0.5,
+    "adam_epsilon": 1.0,
+    "max_grad_norm": 0.0,
+    "progress_bar": False,
+    "report_to_tensorboard": False,
+    "seed": 7,
+}
+
+CASES: dict[str, dict[str, Any]] = {
+    **{loss: {"loss_type": loss} for loss in ("grpo", "bnpo", "dr_grpo", "dapo")},
+    **{f"{loss}_ga2": {"loss_type": loss, "gradient_accumulation_steps": 2} for loss in ("grpo", "dr_grpo", "dapo")},
+    # the reference, reused rollouts (old log-probs) and the whole batch's std all cross the rank boundary
+    "dapo_kl_iter2_batchstd": {
+        "loss_type": "dapo",
+        "beta": 0.05,
+        "num_iterations": 2,
+        "gradient_accumulation_steps": 2,
+        "scale_rewards": "batch",
+    },
+    "fsdp_dapo_kl": {"loss_type": "dapo", "beta": 0.05, "gradient_accumulation_steps": 2, "fsdp": True},
+    "fsdp_grpo": {"loss_type": "grpo", "fsdp": True},
+    # LoRA: only the adapters are replicated (DDP) or sharded (FSDP); the reference is the adapter-less base
+    **{
+        name: {"loss_type": "dapo", "beta": 0.05, "use_peft": True, "lora_r": 4, "fsdp": fsdp}
+        for name, fsdp in (("lora_dapo_kl", False), ("fsdp_lora_dapo_kl", True))
+    },
+}
+
+
+def varied(item: dict[str, Any]) -> float:
+    """Mixed rewards within groups, so updates have a gradient."""
+    return float(len(item["response"]) % 2)
+
+
+class FixedRollouts(TransformersBackend):
+    """Samples each prompt alone, from an RNG seeded by its text: the same completions however the step's prompts
+    are split over ranks and chunks."""
+
+    def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
+        batches = []
+        for prompt in prompts:
+            with torch.random.fork_rng():
+                torch.manual_seed(zlib.crc32(str(prompt).encode()))
+                batches.append(super().generate([prompt], num_generations, sampling))
+        return RolloutBatch.concat(batches, self.pad_token_id)
+
+
+def config(model_dir: Path, train_file: Path, out: Path, **overrides: Any) -> GRPOConfig:
+    values = {"model_name_or_path": str(model_dir), "train_data": str(train_file), "output_dir": str(out)}
+    return config_from_dict({**values, **COMMON, **overrides})
+
+
+def run_case(name: str, model_dir: Path, train_file: Path, out_root: Path) -> train_module.TrainResult:
+    """Train case ``name`` on fixed rollouts into ``out_root/name``."""
+    real = train_module.TransformersBackend
+    train_module.TransformersBackend = FixedRollouts  # type: ignore[misc]
+    try:
+        return train_module.train(
+            config(model_dir, train_file, out_root / name, **CASES[name]), scorer=StandInServer(varied).scorer()
+        )
+    finally:
+        train_module.TransformersBackend = real  # type: ignore[misc]
+
+
+def _resume_cases(model_dir: Path, train_file: Path, out_root: Path) -> None:
+    """Sampled (not fixed) rollouts, each rank its own RNG: 3 steps at once, and 1 step then a resume."""
+    extra = {"max_steps": 3, "num_iterations": 2, "beta": 0.05, "learning_rate": 1e-2, "adam_epsilon": 1e-8}
+    train_module.train(
+        config(model_dir, train_file, out_root / "whole", **extra), scorer=StandInServer(varied).scorer()
+    )
+    cut = out_root / "cut"
+    train_module.train(
+        config(model_dir, train_file, cut, **{**extra, "max_steps": 1}), scorer=StandInServer(varied).scorer()
+    )
+    train_module.train(
+        config(model_dir, train_file, cut, **extra, resume_from_checkpoint="latest"),
+        scorer=StandInServer(varied).scorer(),
+    )
+
+
+def _reward_failure_on_rank_1(model_dir: Path, train_file: Path, out_root: Path) -> str:
+    """Rank 1's reward server refuses connections from step 1 on; both ranks must stop, with a resume point."""
+    server = StandInServer(varied)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if torch.distributed.get_rank() == 1 and "-s1-" in request.content.decode():
+            raise httpx.ConnectError("connection refused")
+        return server(request)
+
+    scorer = RewardScorer("http://x", client=httpx.AsyncClient(transport=httpx.MockTransport(handler)), max_retries=0)
+    try:
+        train_module.train(config(model_dir, train_file, out_root / "failure", max_steps=3), scorer=scorer)
+    except train_module.RewardServerError as exc:
+        return str(exc)
+    return "no error"
+
+
+def main(argv: list[str]) -> None:
+    model_dir, train_file, out_root = (Path(a) for a in argv[:3])
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo")  # train() joins it, and leaves it to us
+    rank = torch.distributed.get_rank()
+    try:
+        for name in argv[3:]:
+            if name == "resume":
+                _resume_cases(model_dir, train_file, out_root)
+            elif name == "failure":
+                message = _reward_failure_on_rank_1(model_dir, train_file, out_root)
+                (out_root / f"failure-rank{rank}.txt").write_text(message)
+            else:
+                history = run_case(name, model_dir, train_file, out_root).history
+                if rank == 0:
+                    (out_root / name / "history.json").write_text(json.dumps(history))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,153 @@
+"""CUDA paths: bf16 autocast, gradient checkpointing, generation in the update's dtype, a train step on a GPU.
+
+Marked ``gpu``; skipped where ``torch.cuda.is_available()`` is false. ``benchmarks/gpu_check.sh`` runs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from tests.trainer.conftest import StandInServer
+from trainer.config import config_from_dict
+from trainer.rollout import (
+    RolloutBatch,
+    SamplingParams,
+    TransformersBackend,
+    completion_log_probs,
+    completion_mask_from_ids,
+)
+from trainer.train import train
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available())"),
+]
+
+
+def _bf16() -> contextlib.AbstractContextManager[Any]:
+    return torch.autocast("cuda", dtype=torch.bfloat16)
+
+
+def _cuda_model(path: Path) -> Any:
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).cuda()
+
+
+def _sample(model: Any, path: Path, autocast: Any = contextlib.nullcontext) -> Any:
+    backend = TransformersBackend(model, AutoTokenizer.from_pretrained(path), autocast=autocast)
+    torch.manual_seed(0)
+    return backend.generate(["What is 1 plus 2?", "What is 3 plus 4?"], 4, SamplingParams(max_new_tokens=8))
+
+
+def test_bf16_log_probs_are_close_to_float32(tiny_model_dir: Path) -> None:
+    model = _cuda_model(tiny_model_dir)
+    batch = _sample(model, tiny_model_dir)
+    mask = batch.completion_mask.bool()
+    with torch.no_grad():
+        fp32, _ = completion_log_probs(model, batch, 1.0)
+        with _bf16():
+            bf16, _ = completion_log_probs(model, batch, 1.0)
+            bf16_chunked, _ = completion_log_probs(model, batch, 1.0, chunk_tokens=5)
+    assert bf16.dtype == torch.float32 and bool(torch.isfinite(bf16).all())
+    assert float((bf16 - fp32)[mask].abs().max()) < 0.1  # bf16 keeps ~3 significant digits of the logits
+    torch.testing.assert_close(bf16_chunked[mask], bf16[mask], rtol=0, atol=2e-2)
+
+
+def test_generation_runs_in_the_dtype_of_the_update(tiny_model_dir: Path) -> None:
+    model = _cuda_model(tiny_model_dir)
+    seen: list[torch.dtype] = []
+    handle = model.lm_head.register_forward_hook(lambda m, a, out: seen.append(out.dtype))
+    try:
+        _sample(model, tiny_model_dir, autocast=_bf16)
+        in_bf16 = set(seen)
+        seen.clear()
+        _sample(model, tiny_model_dir)
+    finally:
+        handle.remove()
+    assert in_bf16 == {torch.bfloat16}
+    assert set(seen) == {torch.float32}
+
+
+def test_the_sampler_and_the_bf16_update_see_the_same_distribution(tiny_model_dir: Path) -> None:
+    """With generation under the same autocast, the first ratio exp(logp_update - logp_sampler) is about 1."""
+    model = _cuda_model(tiny_model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    ids = tokenizer(["What is 1 plus 2?"] * 4, return_tensors="pt").to("cuda")
+    torch.manual_seed(0)
+    with torch.no_grad(), _bf16():
+        out = model.generate(
+            **ids, do_sample=True, max_new_tokens=8, output_logits=True, return_dict_in_generate=True, top_k=0
+        )
+    sampled = out.sequences[:, ids["input_ids"].shape[1] :]  # (4, C)
+    logits = torch.stack(out.logits, dim=1).float()  # (4, C, V)
+    sampler_logp = torch.log_softmax(logits, -1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)  # (4, C)
+    backend = TransformersBackend(model, tokenizer, autocast=_bf16)
+    mask, truncated = completion_mask_from_ids(sampled, backend.eos_token_ids)
+    batch = RolloutBatch(
+        prompt_ids=ids["input_ids"],
+        prompt_mask=ids["attention_mask"],
+        completion_ids=sampled,
+        completion_mask=mask,
+        is_truncated=truncated,
+        prompt_index=torch.arange(4, device="cuda"),
+        completion_texts=[""] * 4,
+    )
+    with torch.no_grad(), _bf16():
+        update_logp, _ = completion_log_probs(model, batch, 1.0)
+    diff = (update_logp - sampler_logp)[mask.bool()].abs()
+    assert float(diff.mean()) < 0.02, float(diff.mean())
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir: Path) -> None:
+    model = _cuda_model(tiny_model_dir)
+    batch = _sample(model, tiny_model_dir)
+    model.train()
+
+    def grads() -> dict[str, torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        logp, _ = completion_log_probs(model, batch, 1.0)
+        (logp * batch.completion_mask).sum().backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    plain = grads()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    checkpointed = grads()
+    assert sorted(checkpointed) == sorted(plain)
+    for name, g in plain.items():
+        torch.testing.assert_close(checkpointed[name], g, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_two_steps_on_cuda_with_bf16_and_gradient_checkpointing(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cfg = config_from_dict(
+        {
+            "model_name_or_path": str(tiny_model_dir),
+            "train_data": str(prompt_files[0]),
+            "output_dir": str(tmp_path / "run"),
+            "max_steps": 2,
+            "prompt_batch_size": 2,
+            "num_generations": 4,
+            "max_completion_length": 8,
+            "learning_rate": 1e-2,
+            "beta": 0.04,
+            "num_iterations": 2,
+            "device": "cuda",
+            "bf16": True,
+            "gradient_checkpointing": True,
+            "progress_bar": False,
+            "report_to_tensorboard": False,
+        }
+    )
+    result = train(cfg, scorer=StandInServer(lambda item: float(len(item["response"]) % 2)).scorer())
+    for row in result.history:
+        assert all(torch.isfinite(torch.tensor(row[k])) for k in ("loss/policy", "loss/kl", "optim/grad_norm"))
+    after = AutoModelForCausalLM.from_pretrained(result.checkpoint)
+    assert next(after.parameters()).dtype == torch.float32  # master weights stay float32
+    before = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    assert any(not torch.equal(v, before[k]) for k, v in after.state_dict().items())
