@@ -3,8 +3,9 @@
 A request (or an item) names components, e.g. ``{"accuracy": 1.0, "format": {"weight": 0.5, ...}}``, or a
 preset (``r1_zero``, ``r1``). Each component returns a :class:`~reward_server.verifiers.base.ComponentScore`;
 the item's reward is the weighted sum, or ``None`` when a weighted component could not be scored (its
-status then becomes the item's status). ``accuracy`` dispatches on the item's task: math items go to the
-worker pool under a per-item deadline.
+status then becomes the item's status). Each component says where it runs (:class:`Where`): the worker
+pool (math ``accuracy``, ``format``, ``repetition``: one hand-off per group, under each item's deadline), a
+server thread (``language``), the sandbox (code ``accuracy``) or the event loop (constant-time ones).
 
 This module has no FastAPI in it: routers and the offline ``score`` command both call :func:`score_batch`.
 """
@@ -12,9 +13,12 @@ This module has no FastAPI in it: routers and the offline ``score`` command both
 from __future__ import annotations
 
 import asyncio
+import enum
 import math
+import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,9 +35,9 @@ from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.code import code_options, extract_code, required_names, score_code
 from reward_server.verifiers.format import score_format
 from reward_server.verifiers.language import score_language
-from reward_server.verifiers.math import MathStatus, MathVerdict
+from reward_server.verifiers.math import MathStatus, MathVerdict, verify_payload
 from reward_server.verifiers.shaping import score_cosine, score_overlong, score_repetition
-from reward_server.workers import TaskStatus, WorkerPool
+from reward_server.workers import TaskOutcome, TaskStatus, WorkerPool
 from sandbox import Limits, Sandbox
 
 # ============================================================================ context
@@ -44,8 +48,11 @@ class ScoringContext:
     """What scoring needs from the running service: pools, limits and metrics.
 
     Attributes:
-        math_pool: the worker pool that runs ``reward_server.verifiers.math:verify_payload``.
+        math_pool: the worker pool that runs :func:`reward_server.offload.score_item` (math accuracy and the
+            other components marked :attr:`Where.WORKER`).
         math_timeout_s: default per-item limit; ``math_max_timeout_s`` caps a request's ``timeout_s``.
+        request_budget_s: the most a batch may take; what is not scored by then is ``timeout`` (see
+            :func:`score_batch`). ``None``: no budget.
         sandbox: the code sandbox, or ``None`` where code execution is unavailable (``sandbox_unavailable``
             says why).
         code_limits / code_max_limits: a code run's default limits, and the most a request may ask for.
@@ -54,34 +61,35 @@ class ScoringContext:
     math_pool: WorkerPool
     math_timeout_s: float = 5.0
     math_max_timeout_s: float = 30.0
+    request_budget_s: float | None = 60.0
     metrics: Metrics | None = None
     sandbox: Sandbox | None = None
     sandbox_unavailable: str | None = None
     code_limits: Limits = field(default_factory=Limits)
     code_max_limits: Limits = field(default_factory=Limits)
 
+    def math_item_timeout_s(self, options: MathOptionsModel | None) -> float:
+        """One math item's limit: the request's ``timeout_s`` if any, capped by ``math_max_timeout_s``."""
+        requested = options.timeout_s if options is not None else None
+        return min(requested or self.math_timeout_s, self.math_max_timeout_s)
+
 
 async def run_math(
     ctx: ScoringContext, response: str, ground_truth: str, options: MathOptionsModel | None = None
 ) -> MathVerdict:
     """Verify one math response on the pool, under its deadline; a hang is ``timeout``, a crash ``error``."""
-    options = options or MathOptionsModel()
-    timeout_s = min(options.timeout_s or ctx.math_timeout_s, ctx.math_max_timeout_s)
-    payload = {
-        "response": response,
-        "ground_truth": ground_truth,
-        "options": options.model_dump(exclude={"timeout_s"}),
-        "timeout_s": timeout_s,
-    }
-    outcome = await ctx.math_pool.submit(payload, timeout_s=timeout_s, affinity_key=ground_truth)
-    if outcome.status is TaskStatus.OK:
-        v = outcome.value
-        return MathVerdict(
-            MathStatus(v["status"]), v["correct"], v["extracted_answer"], v["ground_truth_parsed"], v["detail"]
-        )
-    if outcome.status is TaskStatus.TIMEOUT:
-        return MathVerdict(MathStatus.TIMEOUT, None, detail=outcome.detail)
-    return MathVerdict(MathStatus.ERROR, None, detail=outcome.detail)
+    item = ItemFields(response, "math", ground_truth=ground_truth)
+    params = AccuracyParams(math=options)
+    payload = (item.as_tuple(), (("accuracy", params),))
+    outcome = await ctx.math_pool.submit(payload, timeout_s=ctx.math_item_timeout_s(options))
+    s = _worker_scores(outcome, ("accuracy",))["accuracy"]
+    return MathVerdict(
+        MathStatus(s.status),
+        s.info.get("correct", False if s.status == MathStatus.NO_ANSWER else None),
+        s.info.get("extracted_answer"),
+        s.info.get("ground_truth_parsed"),
+        s.detail,
+    )
 
 
 # ============================================================================ components
@@ -96,15 +104,48 @@ class AccuracyParams(BaseModel):
     code: CodeAccuracyParams | None = Field(None, description="Code options: language, extraction, limits.")
 
 
+@dataclass(frozen=True, slots=True)
+class ItemFields:
+    """What a component that runs away from the request (in a worker process or a thread) sees of its item:
+    the fields of :class:`RewardItem` that scoring reads, without the rest (code tests, ids)."""
+
+    response: str
+    task: str = "math"
+    num_tokens: int | None = None
+    language: str | None = None
+    prompt: str | None = None
+    ground_truth: str | None = None
+
+    @classmethod
+    def of(cls, item: RewardItem) -> ItemFields:
+        return cls(item.response, item.task, item.num_tokens, item.language, item.prompt, item.ground_truth)
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        """The fields in order, as the worker pool sends them (``ItemFields(*t)`` rebuilds them)."""
+        return (self.response, self.task, self.num_tokens, self.language, self.prompt, self.ground_truth)
+
+
 @dataclass(frozen=True)
 class ItemContext:
-    """What a component sees of the item it scores."""
+    """What an :attr:`Where.ASYNC` component sees of the item it scores."""
 
     item: RewardItem
     ctx: ScoringContext
     done: Mapping[str, ComponentScore]
 
 
+class Where(enum.StrEnum):
+    """Where a component's work runs. Nothing that costs CPU in the completion's length runs on the event
+    loop (issue 14): a 100k-character completion takes tens of milliseconds to read."""
+
+    INLINE = "inline"  # constant time (a length, another component's verdict): on the event loop
+    WORKER = "worker"  # a pure function of the item: in the worker pool, in the item's group hand-off,
+    #                    under the item's deadline, on every core
+    THREAD = "thread"  # needs this process's state (the language models): one server thread per batch
+    ASYNC = "async"  # waits on I/O (the code sandbox): one coroutine per item
+
+
+ScoreFn = Callable[[ItemFields, Any, Mapping[str, ComponentScore]], ComponentScore]
 ComponentFn = Callable[[ItemContext, Any], Awaitable[ComponentScore]]
 
 
@@ -114,8 +155,13 @@ class Component:
 
     Attributes:
         params: pydantic model of its parameters (``extra="forbid"``); ``weight`` is handled by the composer.
-        run: ``async (item_context, params) -> ComponentScore``.
-        needs: components whose results it reads (``cosine`` reads ``accuracy``); they run first.
+        where: where it runs (:class:`Where`). ``score`` is the work for ``INLINE``, ``WORKER`` and
+            ``THREAD``: ``(item_fields, params, done) -> ComponentScore``, a module-level function (a worker
+            imports it by name). ``run`` is the work for ``ASYNC``: ``async (item_context, params) ->
+            ComponentScore``. ``accuracy`` has both: ``score`` for math items (in the pool), ``run`` for
+            code items (on the sandbox).
+        needs: components whose results it reads (``cosine`` reads ``accuracy``); they run first. Only an
+            ``INLINE`` component may need others.
         neutral: statuses under which the component *abstains* rather than fails, with the score counted
             in the reward instead. Language abstains on a chain of thought too short to judge
             (``too_short``) and counts it as consistent (1.0): the sample is neither flagged nor dropped.
@@ -124,21 +170,26 @@ class Component:
     name: str
     description: str
     params: type[BaseModel]
-    run: ComponentFn
+    where: Where
+    score: ScoreFn | None = None
+    run: ComponentFn | None = None
     needs: tuple[str, ...] = ()
     neutral: Mapping[str, float] = field(default_factory=dict)
 
+    def where_for(self, task: str) -> Where:
+        """Where this component runs for an item of ``task`` (code accuracy waits on the sandbox)."""
+        return Where.ASYNC if task == "code" and self.run is not None else self.where
 
-async def _accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentScore:
-    item = ic.item
-    if item.task == "math":
-        assert item.ground_truth is not None  # enforced when the batch is validated
-        v = await run_math(ic.ctx, item.response, item.ground_truth, params.math)
-        info: dict[str, Any] = {"extracted_answer": v.extracted_answer, "ground_truth_parsed": v.ground_truth_parsed}
-        if v.correct is not None:
-            info["correct"] = v.correct
-        return ComponentScore(v.reward, str(v.status), v.detail, info)
-    return await _code_accuracy(ic, params)
+
+def _math_accuracy(item: ItemFields, params: AccuracyParams, done: Mapping[str, ComponentScore]) -> ComponentScore:
+    # In a worker: verify_payload keeps the worker's cache of parsed references (a group parses it once).
+    assert item.ground_truth is not None  # enforced when the batch is validated
+    options = params.math.model_dump(exclude={"timeout_s"}) if params.math is not None else {}
+    v = verify_payload({"response": item.response, "ground_truth": item.ground_truth, "options": options})
+    info: dict[str, Any] = {"extracted_answer": v["extracted_answer"], "ground_truth_parsed": v["ground_truth_parsed"]}
+    if v["correct"] is not None:
+        info["correct"] = v["correct"]
+    return ComponentScore(v["reward"], v["status"], v["detail"], info)
 
 
 async def _code_accuracy(ic: ItemContext, params: AccuracyParams) -> ComponentScore:
@@ -169,26 +220,23 @@ def code_program(item: RewardItem, resolved: list[ResolvedComponent]) -> str | N
     )
 
 
-async def _format(ic: ItemContext, params: FormatParams) -> ComponentScore:
-    return score_format(ic.item.response, params)
+def _format(item: ItemFields, params: FormatParams, done: Mapping[str, ComponentScore]) -> ComponentScore:
+    return score_format(item.response, params)
 
 
-async def _language(ic: ItemContext, params: LanguageParams) -> ComponentScore:
-    # Word-level detection costs up to tens of ms on a long chain of thought: keep it off the event loop.
-    return await asyncio.to_thread(
-        score_language, ic.item.response, params, target=ic.item.language, prompt=ic.item.prompt
-    )
+def _language(item: ItemFields, params: LanguageParams, done: Mapping[str, ComponentScore]) -> ComponentScore:
+    return score_language(item.response, params, target=item.language, prompt=item.prompt)
 
 
-async def _overlong(ic: ItemContext, params: OverlongParams) -> ComponentScore:
-    return score_overlong(ic.item.response, params, num_tokens=ic.item.num_tokens)
+def _overlong(item: ItemFields, params: OverlongParams, done: Mapping[str, ComponentScore]) -> ComponentScore:
+    return score_overlong(item.response, params, num_tokens=item.num_tokens)
 
 
-async def _cosine(ic: ItemContext, params: CosineParams) -> ComponentScore:
-    accuracy = ic.done["accuracy"]
+def _cosine(item: ItemFields, params: CosineParams, done: Mapping[str, ComponentScore]) -> ComponentScore:
+    accuracy = done["accuracy"]
     # Math states correctness; for code, correct means every test passed.
     correct = accuracy.info.get("correct", None if accuracy.score is None else accuracy.score == 1.0)
-    result = score_cosine(ic.item.response, params, correct=correct, num_tokens=ic.item.num_tokens)
+    result = score_cosine(item.response, params, correct=correct, num_tokens=item.num_tokens)
     if result.score is None:
         # Say why accuracy gave no verdict, so the cosine row alone explains itself.
         return replace(
@@ -197,8 +245,8 @@ async def _cosine(ic: ItemContext, params: CosineParams) -> ComponentScore:
     return result
 
 
-async def _repetition(ic: ItemContext, params: RepetitionParams) -> ComponentScore:
-    return score_repetition(ic.item.response, params)
+def _repetition(item: ItemFields, params: RepetitionParams, done: Mapping[str, ComponentScore]) -> ComponentScore:
+    return score_repetition(item.response, params)
 
 
 REGISTRY: dict[str, Component] = {
@@ -208,23 +256,46 @@ REGISTRY: dict[str, Component] = {
             "accuracy",
             "Is the answer right? Math: final-answer equivalence (1/0). Code: share of tests passed.",
             AccuracyParams,
-            _accuracy,
+            Where.WORKER,
+            score=_math_accuracy,
+            run=_code_accuracy,
         ),
-        Component("format", "R1 layout: <think>...</think> then the answer (1.0 exactly).", FormatParams, _format),
+        Component(
+            "format",
+            "R1 layout: <think>...</think> then the answer (1.0 exactly).",
+            FormatParams,
+            Where.WORKER,
+            score=_format,
+        ),
         Component(
             "language",
             "Share of the chain of thought's words in the target language (DeepSeek-R1).",
             LanguageParams,
-            _language,
+            Where.THREAD,
+            score=_language,
             neutral={"too_short": 1.0},
         ),
-        Component("overlong", "DAPO soft overlong punishment, in [-1, 0].", OverlongParams, _overlong),
         Component(
-            "cosine", "Length-scaled reward by correctness (Yeo et al. 2025).", CosineParams, _cosine, ("accuracy",)
+            "overlong", "DAPO soft overlong punishment, in [-1, 0].", OverlongParams, Where.INLINE, score=_overlong
         ),
-        Component("repetition", "n-gram repetition penalty, in [max_penalty, 0].", RepetitionParams, _repetition),
+        Component(
+            "cosine",
+            "Length-scaled reward by correctness (Yeo et al. 2025).",
+            CosineParams,
+            Where.INLINE,
+            score=_cosine,
+            needs=("accuracy",),
+        ),
+        Component(
+            "repetition",
+            "n-gram repetition penalty, in [max_penalty, 0].",
+            RepetitionParams,
+            Where.WORKER,
+            score=_repetition,
+        ),
     )
 }
+assert all(not c.needs or c.where is Where.INLINE for c in REGISTRY.values()), "only INLINE components may need"
 
 PRESETS: dict[str, dict[str, float]] = {
     # DeepSeek-R1-Zero: accuracy + format rewards (arXiv 2501.12948, section 2.2.2).
@@ -383,6 +454,7 @@ def validate_batch(
     """
     out = []
     seen: dict[str, int] = {}
+    shared: list[ResolvedComponent] | None = None
     for i, item in enumerate(items):
         if item.id in seen:
             raise ComponentSpecError(
@@ -390,9 +462,15 @@ def validate_batch(
                 f"duplicate id {item.id!r} (also item {seen[item.id]}); ids must be unique in a batch",
             )
         seen[item.id] = i
-        resolved = resolve_components(
-            item.components, item.preset, request_components, request_preset, item_loc=("items", i)
-        )
+        if item.components is None and item.preset is None:
+            # Most batches name components once, for every item: resolve them once (one shared list).
+            if shared is None:
+                shared = resolve_components(None, None, request_components, request_preset)
+            resolved = shared
+        else:
+            resolved = resolve_components(
+                item.components, item.preset, request_components, request_preset, item_loc=("items", i)
+            )
         try:
             _check_item(item, resolved)
         except ComponentSpecError as exc:
@@ -411,17 +489,203 @@ def _root_status(component: Component, result: ComponentScore, done: Mapping[str
     return result.status
 
 
-async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: ScoringContext) -> RewardResult:
-    """Run an item's components (independent ones concurrently) and combine them."""
+# How many items one hand-off to a worker carries at most, and how much text: a group's completions share a
+# reference, so a worker parses it once; a bound keeps one request's piece from holding a worker for long.
+_PIECE_ITEMS = 32
+_PIECE_CHARS = 400_000
+
+
+CANCELLED = "cancelled"
+"""The status of an item the server stopped scoring (its drain ran out of time at shutdown): reward ``null``."""
+_DRAIN_DETAIL = "the server shut down before this was scored (RLVR_DRAIN_S ran out); score it again"
+
+
+def _budget_detail(budget_s: float) -> str:
+    return f"the request's budget of {budget_s:g} s (RLVR_REQUEST_BUDGET_S) ran out before this was scored"
+
+
+def _worker_scores(outcome: TaskOutcome, names: Sequence[str]) -> dict[str, ComponentScore]:
+    """Each component's score from a worker's outcome; a timeout or crash applies to all of them."""
+    if outcome.status is TaskStatus.OK:
+        return {name: ComponentScore(*score) for name, score in outcome.value.items()}
+    status = {TaskStatus.TIMEOUT: "timeout", TaskStatus.CANCELLED: CANCELLED}.get(outcome.status, "error")
+    return {name: ComponentScore(None, status, outcome.detail) for name in names}
+
+
+@dataclass
+class _WorkerItem:
+    index: int
+    payload: tuple[tuple[Any, ...], tuple[tuple[str, BaseModel], ...]]
+    timeout_s: float
+    key: tuple[Any, ...]
+    chars: int
+
+
+def _pieces(work: list[_WorkerItem], num_workers: int) -> list[list[_WorkerItem]]:
+    """Hand-offs for the pool: items that share a reference (and options) together, in pieces of at most
+    ``_PIECE_ITEMS`` items and ``_PIECE_CHARS`` characters, smaller when there are too few to keep every
+    worker busy twice over."""
+    groups: dict[tuple[Any, ...], list[_WorkerItem]] = {}
+    for w in work:
+        groups.setdefault(w.key, []).append(w)
+    size = max(1, min(_PIECE_ITEMS, -(-len(work) // (2 * num_workers))))
+    pieces: list[list[_WorkerItem]] = []
+    for group in groups.values():
+        piece: list[_WorkerItem] = []
+        chars = 0
+        for w in group:
+            if piece and (len(piece) >= size or chars + w.chars > _PIECE_CHARS):
+                pieces.append(piece)
+                piece, chars = [], 0
+            piece.append(w)
+            chars += w.chars
+        pieces.append(piece)
+    return pieces
+
+
+def _in_thread(jobs: list[tuple[int, Component, ItemFields, BaseModel]], out: list[Any], stop: threading.Event) -> None:
+    """Run :attr:`Where.THREAD` components in a server thread, one after another, until ``stop`` is set;
+    ``out[k]`` receives job ``k``'s score as soon as it is known."""
+    for k, (_, component, fields, params) in enumerate(jobs):
+        if stop.is_set():
+            return
+        assert component.score is not None
+        try:
+            out[k] = component.score(fields, params, {})
+        except Exception as exc:  # a bug in one component costs its item, not the batch
+            out[k] = ComponentScore(None, "error", f"{type(exc).__name__}: {exc}"[:500])
+
+
+async def score_batch(
+    items: list[RewardItem],
+    resolved: list[list[ResolvedComponent]],
+    ctx: ScoringContext,
+    *,
+    drain_stop: asyncio.Event | None = None,
+) -> list[RewardResult]:
+    """Score a validated batch; results in item order, exactly one per item.
+
+    Each component runs where :class:`Where` says, all at once: the items' ``WORKER`` components go to the
+    pool in one hand-off per group (completions that share a reference), ``THREAD`` ones to one server
+    thread, ``ASYNC`` ones (code) to the sandbox; ``INLINE`` ones follow on the loop. The batch is one
+    :class:`~reward_server.workers.Flow` of the pool, so other requests get their share meanwhile. What has
+    no score when ``ctx.request_budget_s`` runs out is ``timeout``, so a batch never takes much longer
+    than its budget. When ``drain_stop`` is set first (the server's drain ran out of time at shutdown), what has no
+    score yet is :data:`CANCELLED` instead, and the finished items keep their results.
+    """
     start = time.perf_counter()
-    done: dict[str, ComponentScore] = {}
-    pending = list(resolved)
+    done: list[dict[str, ComponentScore]] = [{} for _ in items]
+    fields = [ItemFields.of(item) for item in items]
+    to_workers: list[_WorkerItem] = []
+    to_thread: list[tuple[int, Component, ItemFields, BaseModel]] = []
+    to_sandbox: list[tuple[int, ResolvedComponent]] = []
+    for i, (item, comps) in enumerate(zip(items, resolved, strict=True)):
+        offload: list[tuple[str, BaseModel]] = []
+        key: tuple[Any, ...] = (None,)
+        timeout_s = ctx.math_timeout_s
+        for r in comps:
+            where = r.component.where_for(item.task)
+            if where is Where.WORKER:
+                offload.append((r.component.name, r.params))
+                if r.component.name == "accuracy":
+                    assert isinstance(r.params, AccuracyParams)
+                    key, timeout_s = (item.ground_truth, id(r.params)), ctx.math_item_timeout_s(r.params.math)
+            elif where is Where.THREAD:
+                to_thread.append((i, r.component, fields[i], r.params))
+            elif where is Where.ASYNC:
+                to_sandbox.append((i, r))
+        if offload:
+            payload = (fields[i].as_tuple(), tuple(offload))
+            to_workers.append(_WorkerItem(i, payload, timeout_s, key, len(item.response)))
+
+    flow = ctx.math_pool.open_flow()
+    stop = threading.Event()
+    thread_out: list[ComponentScore | None] = [None] * len(to_thread)
+
+    async def run_piece(piece: list[_WorkerItem]) -> None:
+        outcomes = await ctx.math_pool.run(flow, [w.payload for w in piece], [w.timeout_s for w in piece])
+        for w, outcome in zip(piece, outcomes, strict=True):
+            done[w.index].update(_worker_scores(outcome, [name for name, _ in w.payload[1]]))
+
+    async def run_async(i: int, r: ResolvedComponent) -> None:
+        assert r.component.run is not None
+        done[i][r.component.name] = await r.component.run(ItemContext(items[i], ctx, {}), r.params)
+
+    on_pool = [asyncio.ensure_future(run_piece(p)) for p in _pieces(to_workers, ctx.math_pool.num_workers)]
+    elsewhere = [asyncio.ensure_future(run_async(i, r)) for i, r in to_sandbox]
+    if to_thread:
+        elsewhere.append(asyncio.ensure_future(asyncio.to_thread(_in_thread, to_thread, thread_out, stop)))
+    budget_s = ctx.request_budget_s
+    late_status, late_detail = "timeout", _budget_detail(budget_s or 0.0)
+    drained = asyncio.ensure_future(drain_stop.wait()) if drain_stop is not None else None
+    try:
+        if on_pool or elsewhere:
+            work = asyncio.ensure_future(asyncio.wait([*on_pool, *elsewhere]))
+            waiting = [work, *([drained] if drained is not None else [])]
+            await asyncio.wait(waiting, timeout=budget_s, return_when=asyncio.FIRST_COMPLETED)
+            work.cancel()
+            late = [t for t in (*on_pool, *elsewhere) if not t.done()]
+            if late:
+                if drain_stop is not None and drain_stop.is_set():
+                    late_status, late_detail, pool_status = CANCELLED, _DRAIN_DETAIL, TaskStatus.CANCELLED
+                else:
+                    assert budget_s is not None
+                    pool_status = TaskStatus.TIMEOUT
+                # Closing the flow gives the pool's unfinished items their status now; the rest is cancelled.
+                ctx.math_pool.close_flow(flow, pool_status, late_detail)
+                for task in elsewhere:
+                    task.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
+    finally:
+        if drained is not None:
+            drained.cancel()
+        stop.set()
+        ctx.math_pool.close_flow(flow)
+        for task in (*on_pool, *elsewhere):
+            task.cancel()
+    for (i, component, _, _), score in zip(to_thread, thread_out, strict=True):
+        if score is not None:
+            done[i][component.name] = score
+    tally: Counter[tuple[str, str]] = Counter()
+    results = [
+        _combine(item, comps, done[i], fields[i], late_status, late_detail, tally)
+        for i, (item, comps) in enumerate(zip(items, resolved, strict=True))
+    ]
+    if ctx.metrics is not None:
+        # One update per (component, status) and per task, not per item: label lookups cost microseconds.
+        m = ctx.metrics
+        for (name, status), n in tally.items():
+            m.verdicts.labels(name, status).inc(n)
+            if status == "timeout":
+                m.timeouts.labels(name).inc(n)
+        for kind, n in Counter(item.task for item in items).items():
+            m.items.labels(kind).inc(n)
+        latency, elapsed = m.item_latency.labels("item"), time.perf_counter() - start
+        for _ in items:
+            latency.observe(elapsed)
+    return results
+
+
+def _combine(
+    item: RewardItem,
+    resolved: list[ResolvedComponent],
+    done: dict[str, ComponentScore],
+    fields: ItemFields,
+    late_status: str,
+    late_detail: str,
+    tally: Counter[tuple[str, str]],
+) -> RewardResult:
+    """Run the item's ``INLINE`` components (after what they need), then weigh everything into its result;
+    a component left unscored (the budget or the drain ran out) gets ``late_status``."""
+    for r in resolved:
+        if r.component.name not in done and r.component.where_for(item.task) is not Where.INLINE:
+            done[r.component.name] = ComponentScore(None, late_status, late_detail)
+    pending = [r for r in resolved if r.component.name not in done]
     while pending:
         ready = [r for r in pending if all(n in done for n in r.component.needs)]
-        ic = ItemContext(item, ctx, dict(done))
-        scores = await asyncio.gather(*(r.component.run(ic, r.params) for r in ready))
-        for r, s in zip(ready, scores, strict=True):
-            done[r.component.name] = s
+        for r in ready:
+            assert r.component.score is not None
+            done[r.component.name] = r.component.score(fields, r.params, done)
         pending = [r for r in pending if r not in ready]
 
     components: dict[str, ComponentResult] = {}
@@ -444,67 +708,5 @@ async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: S
             reward = None
         elif reward is not None:
             reward += r.weight * score
-        if ctx.metrics is not None:
-            ctx.metrics.verdicts.labels(r.component.name, s.status).inc()
-            if s.status == "timeout":
-                ctx.metrics.timeouts.labels(r.component.name).inc()
-    if ctx.metrics is not None:
-        ctx.metrics.items.labels(item.task).inc()
-        ctx.metrics.item_latency.labels("item").observe(time.perf_counter() - start)
+        tally[r.component.name, s.status] += 1
     return RewardResult(id=item.id, reward=reward, status=status, components=components)
-
-
-CANCELLED = "cancelled"
-"""The status of an item the server stopped scoring (its drain ran out of time at shutdown): reward ``null``."""
-
-
-def cancelled_result(item: RewardItem, resolved: list[ResolvedComponent], detail: str) -> RewardResult:
-    """The result of an item that was not scored: ``cancelled``, a null reward, every component null too."""
-    components = {
-        r.component.name: ComponentResult(score=None, weight=r.weight, status=CANCELLED, detail=detail)
-        for r in resolved
-    }
-    return RewardResult(id=item.id, reward=None, status=CANCELLED, components=components)
-
-
-async def score_batch(
-    items: list[RewardItem],
-    resolved: list[list[ResolvedComponent]],
-    ctx: ScoringContext,
-    *,
-    stop: asyncio.Event | None = None,
-) -> list[RewardResult]:
-    """Score a validated batch; results in item order, exactly one per item.
-
-    All items are submitted at once: math items spread over the pool's workers (a group's reference is
-    parsed once, on the worker that holds it), code items over the sandbox pool. When ``stop`` is set before
-    every item is scored (the server's drain ran out of time), the items still running or queued are
-    cancelled and come back as :data:`CANCELLED`, while the finished ones keep their results.
-    """
-    pairs = list(zip(items, resolved, strict=True))
-    if stop is None:
-        return list(await asyncio.gather(*(score_item(it, rc, ctx) for it, rc in pairs)))
-    tasks = [asyncio.ensure_future(score_item(it, rc, ctx)) for it, rc in pairs]
-    gathered: asyncio.Future[list[RewardResult]] = asyncio.gather(*tasks)
-    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait([gathered, stopped], return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        gathered.cancel()
-        raise
-    finally:
-        stopped.cancel()
-    if gathered.done():
-        return list(gathered.result())
-    gathered.cancel()  # cancels the items still running or queued
-    if tasks:
-        await asyncio.wait(tasks)
-    if not gathered.cancelled():
-        gathered.exception()  # seen here, so asyncio does not log it as never retrieved
-    detail = "the server shut down before this item was scored (RLVR_DRAIN_S ran out); score it again"
-    # A task cancelled while a worker held its item may end in an error of the pool's rather than in
-    # CancelledError: it was not scored either way.
-    return [
-        t.result() if not t.cancelled() and t.exception() is None else cancelled_result(it, rc, detail)
-        for t, (it, rc) in zip(tasks, pairs, strict=True)
-    ]

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from reward_server.code_sandbox import start_sandbox
 from reward_server.metrics import Metrics
+from reward_server.offload import PRELOAD
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.verifiers.language import default_detector
@@ -16,7 +17,8 @@ from reward_server.workers import WorkerPool
 
 logger = logging.getLogger("reward_server")
 
-MATH_HANDLER = "reward_server.verifiers.math:verify_payload"
+# The worker pool runs each item's CPU-heavy components (math accuracy, format, repetition) in one call.
+MATH_HANDLER = "reward_server.offload:score_item"
 
 
 @asynccontextmanager
@@ -39,19 +41,25 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
         on_restart=on_restart,
         # Past the soft in-worker deadline, give the worker a moment to report before killing it.
         grace_s=0.25,
+        preload=PRELOAD,
+        slow_item_s=settings.math_slow_item_s,
+        max_extra_workers=settings.math_max_extra_workers,
+        unhealthy_after_s=settings.worker_start_timeout_s,
     )
     # The sandbox starts beside the pool; where it cannot run, code scores are sandbox_error and the
     # code endpoints answer 503, while everything else works.
     sandbox_start = asyncio.ensure_future(start_sandbox(settings))
     try:
-        # The language detector's models take seconds to load: do it beside the pool's start, not on the
-        # first request.
-        preload = asyncio.to_thread(default_detector().load) if settings.preload_language_models else asyncio.sleep(0)
-        await asyncio.gather(pool.start(timeout_s=settings.worker_start_timeout_s), preload)
+        await pool.start(timeout_s=settings.worker_start_timeout_s)
         if metrics is not None:
             metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
         logger.info("math pool ready: %d workers", settings.math_workers)
         sandbox, sandbox_unavailable = await sandbox_start
+        if settings.preload_language_models:
+            # The language detector's models take seconds to load: do it now, not on the first request. Not
+            # beside the starts above: the load holds the GIL for seconds at a time, and on a busy machine the
+            # sandbox's start-up probe (a subprocess read from a thread) then ran past its 30 s limit.
+            await asyncio.to_thread(default_detector().load)
         if metrics is not None and sandbox is not None:
             live = sandbox
             metrics.workers_alive.labels("sandbox").set_function(lambda: live.alive)
@@ -59,6 +67,7 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
             math_pool=pool,
             math_timeout_s=settings.math_timeout_s,
             math_max_timeout_s=settings.math_max_timeout_s,
+            request_budget_s=settings.request_budget_s,
             metrics=metrics,
             sandbox=sandbox,
             sandbox_unavailable=sandbox_unavailable,

@@ -71,10 +71,29 @@ class Settings(BaseSettings):
         default_factory=_default_workers, ge=1, le=256, description="Worker processes for math verification."
     )
     math_timeout_s: float = Field(
-        5.0, gt=0, le=600, description="Wall-clock limit for verifying one item; past it the item is `timeout`."
+        5.0,
+        gt=0,
+        le=600,
+        description="Time limit for one item, in its own time on a worker (not queueing or CPU waits): then `timeout`.",
     )
     math_max_timeout_s: float = Field(
         30.0, gt=0, le=600, description="Upper bound on a per-request `options.timeout_s`."
+    )
+    math_slow_item_s: float = Field(
+        1.0,
+        gt=0,
+        description="An item that has run this long (its own time) is slow: an extra worker takes its worker's "
+        "place while it runs, so slow items never starve other requests.",
+    )
+    math_max_extra_workers: int | None = Field(
+        None, ge=0, le=256, description="Most workers started in place of slow ones (default: `math_workers`)."
+    )
+    request_budget_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="The most one request may take; what is not scored by then is `timeout`. Keep it under the "
+        "client's timeout (120 s by default).",
     )
     math_cache_size: int = Field(
         4096, ge=0, description="Parsed ground truths kept per worker (LRU), so a group parses its reference once."

@@ -13,12 +13,14 @@ from reward_server.verifiers.format import score_format
 router = APIRouter(prefix="/v1/format", tags=["format"], route_class=JSONBodyRoute)
 
 
+# A plain ``def``: FastAPI runs it in its thread pool, so a long completion (tens of ms of scanning) does not
+# stall the event loop.
 @router.post(
     "/check",
     summary="Check a completion against the <think>…</think> then answer layout.",
     response_model=FormatCheckResult,
 )
-async def check_format(request: FormatCheckRequest, settings: SettingsDep) -> FormatCheckResult:
+def check_format(request: FormatCheckRequest, settings: SettingsDep) -> FormatCheckResult:
     check_response_length(request.response, settings)
     result = score_format(request.response, request.params())
     assert result.score is not None  # the format component always scores

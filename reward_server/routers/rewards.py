@@ -81,6 +81,6 @@ async def score_request(
     budget: ItemBudget = http.app.state.budget
     drain: Drain = http.app.state.drain
     with budget.admit(len(request.items)):
-        results = await unless_disconnected(http, score_batch(request.items, resolved, scoring, stop=drain.stop))
+        results = await unless_disconnected(http, score_batch(request.items, resolved, scoring, drain_stop=drain.stop))
     note_items(http.scope, (r.status for r in results))
     return results

@@ -40,7 +40,9 @@ class MathOptionsModel(BaseModel):
         1e-6, ge=0, lt=1, description="Relative tolerance when an exact reference meets a decimal answer."
     )
     timeout_s: float | None = Field(
-        None, gt=0, description="Wall-clock limit for this item (capped by the server's maximum)."
+        None,
+        gt=0,
+        description="Time limit for this item, in its own time on a worker (capped by the server's maximum).",
     )
 
     def to_options(self) -> MathOptions:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 _calls = 0
@@ -14,7 +15,7 @@ def init_worker(tag: str = "") -> None:
 
 
 def handle(payload: dict) -> dict:
-    """Act on ``payload["op"]``: echo, sleep, die (exit the process), raise, or count calls."""
+    """Act on ``payload["op"]``: echo, sleep, spin, hang, cpu, big, die (exit the process), raise, or count calls."""
     global _calls
     _calls += 1
     op = payload["op"]
@@ -24,11 +25,27 @@ def handle(payload: dict) -> dict:
         time.sleep(payload["seconds"])
         return {"slept": payload["seconds"], "pid": os.getpid()}
     if op == "spin":
-        # A C-level loop that ignores signals until it finishes: only a kill stops it early.
+        # Python code spinning for ``seconds``: the soft (CPU-time) deadline interrupts it.
         deadline = time.monotonic() + payload["seconds"]
         while time.monotonic() < deadline:
             sum(range(10_000))
         return {"pid": os.getpid()}
+    if op == "hang":
+        # Stuck where no signal gets through (as in C code): only a kill stops it early.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+        try:
+            deadline = time.monotonic() + payload["seconds"]
+            while time.monotonic() < deadline:
+                sum(range(10_000))
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})
+        return {"pid": os.getpid()}
+    if op == "cpu":
+        # Burns ``seconds`` of CPU time (not wall time): slower on a busy machine, never shorter.
+        end = time.process_time() + payload["seconds"]
+        while time.process_time() < end:
+            sum(range(1_000))
+        return {"cpu_s": payload["seconds"], "pid": os.getpid(), "nice": os.getpriority(os.PRIO_PROCESS, 0)}
     if op == "big":
         # A result far larger than a pipe buffer (64 KiB).
         return {"echo_len": len(payload.get("blob", "")), "blob": "x" * payload["size"], "pid": os.getpid()}

@@ -214,7 +214,9 @@ def test_hang_times_out_then_next_request_succeeds(client: TestClient) -> None:
     elapsed = time.monotonic() - start
     assert r.status_code == 200
     assert r.json()["status"] == "timeout" and r.json()["correct"] is None
-    assert elapsed < 2.0 + 1.5
+    # The 2 s limit is the item's own time (issue 14): on an idle machine about 2.25 s of wall time, longer on
+    # a busy one, never the minute this item would take without a deadline.
+    assert elapsed < 30
     r = client.post("/v1/math/verify", json={"response": "\\boxed{42}", "ground_truth": "42"})
     assert r.json()["correct"] is True
     assert 'rlvr_timeouts_total{component="accuracy"}' in client.get("/metrics").text

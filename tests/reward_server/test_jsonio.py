@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 import reward_server.routers
 from reward_server.app import create_app
-from reward_server.jsonio import BodyError, JSONBodyRoute, read_json
+from reward_server.jsonio import BodyError, JSONBodyRoute, read_json, read_json_in_pieces
 from reward_server.settings import Settings
 
 BIG = "9" * 5000  # over Python's 4,300-digit int-string limit
@@ -175,3 +175,42 @@ def test_lone_surrogates_are_echoed_back_as_sent(client: TestClient) -> None:
         assert (code, accuracy["score"], accuracy["info"]["extracted_answer"]) == (200, 1.0, "4\ud8002")
     code, body = post("/v1/rewards", {"items": [{**item, "components": {"acc\ud800": 1}}]})
     assert (code, body["detail"][0]["loc"]) == (422, ["body", "items", 0, "components", "acc\ud800"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"items": [{"id": "a", "response": "x"}, {"id": "b"}], "preset": "r1"}',
+        b' \n{ "items" : [ ] , "components" : {"accuracy": 1.5} }\n',
+        b'{"items": [1, [2, [3]], "\\u00e9", null, true, -0.5e3], "x": [], "y": {}}',
+        b'{"a": 1, "a": 2}',  # the last duplicate wins, as in json.loads
+        '{"items": ["数学 ✓"]}'.encode(),
+    ],
+)
+def test_large_bodies_parse_piece_by_piece_as_json_loads_does(body: bytes) -> None:
+    assert read_json_in_pieces(body) == json.loads(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"items": [1, 2,]}',
+        b'{"items": [1 2]}',
+        b'{"a": 1,}',
+        b'{"a": 1} x',
+        b"[1, 2]",
+        b'{"items": [1]',
+        b'{"n": ' + b"9" * 5000 + b"}",
+        '{"x": "é"}'.encode("utf-16"),
+        b'{"x": "\xff"}',
+    ],
+)
+def test_large_bodies_that_are_unusual_or_bad_get_read_jsons_answer(body: bytes) -> None:
+    try:
+        expected: object = read_json(body)
+    except BodyError as exc:
+        with pytest.raises(BodyError) as got:
+            read_json_in_pieces(body)
+        assert (got.value.loc, got.value.msg) == (exc.loc, exc.msg)
+    else:
+        assert read_json_in_pieces(body) == expected

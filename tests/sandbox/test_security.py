@@ -343,7 +343,9 @@ async def test_stopping_the_parent_is_the_programs_fault(sandbox: Sandbox, then:
     result = await run_program(sandbox, "python", code, limits=limits)
     elapsed = time.monotonic() - started
     assert result.status in {Status.RUNTIME_ERROR, Status.TIMEOUT}, (result.status, result.detail)
-    assert elapsed < limits.time_s + 1.0, elapsed
+    # Ended by the runner within the run's own wall ceiling, not by the host giving up on a silent sandbox (30 s
+    # and more). time_s + 1 s is what an idle machine gives; a loaded one stretches it, up to the ceiling.
+    assert elapsed < limits.wall_ceiling_s + 1.0, elapsed
     await assert_still_serving(sandbox)
 
 

@@ -573,14 +573,16 @@ def _list_markers(text: str) -> set[int]:
     return markers
 
 
-def _candidates(text: str, spans: list[_Span]) -> list[tuple[int, int, str]]:
-    """The values of the text, (start, end, text) sorted by position: its math spans, and its numbers and
-    bare LaTeX values outside them (not list markers); one inside a longer one is part of it ("2^{10}")."""
+def _candidates(text: str, spans: list[_Span], start: int = 0) -> list[tuple[int, int, str]]:
+    """The values of the text from ``start`` on, (start, end, text) sorted by position: its math spans (whole,
+    also one that opens before ``start``), and its numbers and bare LaTeX values outside them (not list
+    markers); one inside a longer one is part of it ("2^{10}")."""
     starts = [sp.start for sp in spans]
-    found: list[tuple[int, int, str]] = [(sp.start, sp.end, sp.content) for sp in spans]
+    first = bisect.bisect_right([sp.end for sp in spans], start)
+    found: list[tuple[int, int, str]] = [(sp.start, sp.end, sp.content) for sp in spans[first:]]
     markers = _list_markers(text) if "." in text else set()
     for pattern in (_NUMBER, _BARE_LATEX_VALUE):
-        for m in pattern.finditer(text):
+        for m in pattern.finditer(text, start):
             if _outside(spans, m.start(), starts) and m.start() not in markers:
                 found.append((m.start(), m.end(), m.group(0)))
     found.sort(key=lambda c: (c[0], -c[1]))
@@ -620,17 +622,27 @@ def _first_value(line: str) -> str | None:
     return _result_side(" = ".join(r[2] for r in chain)) or None
 
 
+# The fallback takes its values from the end of a text only: the value it takes is the last one, and a long
+# reasoning without a final answer (a truncated rollout) cost tens of milliseconds to scan whole (issue 14).
+_FALLBACK_CHARS = 4096
+
+
 def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
     """The last value of the text (a number, LaTeX value or math span, with the values an arithmetic operator
     joins to it: "3 + √7"; the exact side of "1 + √2 ≈ 2.414"), with the values joined to it by
     ``,``/``or``/``and`` ("3 or 4" is a hedge, "$x=2$ and $x=5$" two roots); a short text with no words
-    (``\\frac{10}{9}``) is the answer as a whole. Linear in the text's length."""
+    (``\\frac{10}{9}``) is the answer as a whole. Values are looked for in the last ``_FALLBACK_CHARS``
+    characters (math spans and list markers are still found over the whole text), so a long text without an
+    answer costs little more than a short one."""
     stripped = _MD_NOISE.sub("", text).strip()
     if whole_if_short and len(stripped) <= 60 and "\n" not in stripped and _word_count(stripped) == 0:
         stripped = _strip_math_delimiters(stripped.rstrip(".").strip())
         if stripped and _has_math(stripped) and not _math_spans(stripped):
             return _result_side(stripped)
-    runs = _runs(text, _candidates(text, _math_spans(text)))
+    # From a word boundary, so that the first number of the window is whole.
+    tail = max(0, len(text) - _FALLBACK_CHARS)
+    tail = max(text.rfind(" ", 0, tail), text.rfind("\n", 0, tail)) + 1 if tail else 0
+    runs = _runs(text, _candidates(text, _math_spans(text), tail))
     if not runs:
         return None
     i = len(runs) - 1
