@@ -42,10 +42,12 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port.")] = None,
     workers: Annotated[int | None, typer.Option(help="HTTP worker processes.")] = None,
 ) -> None:
-    """Start the HTTP server with the settings from RLVR_* variables and these flags."""
-    import uvicorn
+    """Start the HTTP server with the settings from RLVR_* variables and these flags.
 
+    SIGTERM (or Ctrl+C) drains it first: new requests get 503, those in flight get RLVR_DRAIN_S to finish.
+    """
     from reward_server.models import ModelCatalog, ModelError
+    from reward_server.serving import serve as run_server
     from reward_server.settings import Settings
 
     # Flags win over the environment; child processes (uvicorn workers) read the same variables.
@@ -60,15 +62,7 @@ def serve(
         ModelCatalog.from_settings(settings)
     except ModelError as exc:
         _fail(str(exc), 2)
-    uvicorn.run(
-        "reward_server.app:create_app",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.http_workers,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=10,
-    )
+    run_server(settings)
 
 
 def _read_items(path: Path) -> tuple[list[dict[str, Any]], list[int]]:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from reward_server.admission import Drain, ItemBudget
 from reward_server.metrics import Metrics
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
@@ -49,8 +50,20 @@ def get_sandbox(request: Request) -> Sandbox:
     return sandbox
 
 
+def get_budget(request: Request) -> ItemBudget:
+    budget: ItemBudget = request.app.state.budget
+    return budget
+
+
+def get_drain(request: Request) -> Drain:
+    drain: Drain = request.app.state.drain
+    return drain
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]
 ScoringDep = Annotated[ScoringContext, Depends(get_scoring)]
 SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]
+BudgetDep = Annotated[ItemBudget, Depends(get_budget)]
+DrainDep = Annotated[Drain, Depends(get_drain)]

@@ -42,3 +42,18 @@ class Metrics:
             registry=r,
         )
         self.workers_alive = Gauge("rlvr_workers_alive", "Worker processes alive, by pool", ["pool"], registry=r)
+        self.queued_items = Gauge(
+            "rlvr_queued_items", "Items admitted and not yet answered (bounded by RLVR_MAX_QUEUED_ITEMS)", registry=r
+        )
+        self.refused = Counter(
+            "rlvr_refused_requests_total",
+            "Requests refused before scoring: queue_full (429), draining (503), unauthorized (401)",
+            ["reason"],
+            registry=r,
+        )
+        self.connections_closed = Counter(
+            "rlvr_connections_closed_total",
+            "Connections closed for a slow or oversized client: header_timeout, header_too_large, linger",
+            ["reason"],
+            registry=r,
+        )

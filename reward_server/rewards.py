@@ -564,6 +564,11 @@ _PIECE_ITEMS = 32
 _PIECE_CHARS = 400_000
 
 
+CANCELLED = "cancelled"
+"""The status of an item the server stopped scoring (its drain ran out of time at shutdown): reward ``null``."""
+_DRAIN_DETAIL = "the server shut down before this was scored (RLVR_DRAIN_S ran out); score it again"
+
+
 def _budget_detail(budget_s: float) -> str:
     return f"the request's budget of {budget_s:g} s (RLVR_REQUEST_BUDGET_S) ran out before this was scored"
 
@@ -572,7 +577,7 @@ def _worker_scores(outcome: TaskOutcome, names: Sequence[str]) -> dict[str, Comp
     """Each component's score from a worker's outcome; a timeout or crash applies to all of them."""
     if outcome.status is TaskStatus.OK:
         return {name: ComponentScore(*score) for name, score in outcome.value.items()}
-    status = "timeout" if outcome.status is TaskStatus.TIMEOUT else "error"
+    status = {TaskStatus.TIMEOUT: "timeout", TaskStatus.CANCELLED: CANCELLED}.get(outcome.status, "error")
     return {name: ComponentScore(None, status, outcome.detail) for name in names}
 
 
@@ -624,6 +629,8 @@ async def _score_components(
     items: list[RewardItem],
     resolved: list[list[ResolvedComponent]],
     ctx: ScoringContext,
+    *,
+    drain_stop: asyncio.Event | None = None,
 ) -> list[RewardResult]:
     """The components of a validated batch; results in item order, exactly one per item.
 
@@ -632,7 +639,8 @@ async def _score_components(
     thread, ``ASYNC`` ones (code) to the sandbox; ``INLINE`` ones follow on the loop. The batch is one
     :class:`~reward_server.workers.Flow` of the pool, so other requests get their share meanwhile. What has
     no score when ``ctx.request_budget_s`` runs out is ``timeout``, so a batch never takes much longer
-    than its budget.
+    than its budget. When ``drain_stop`` is set first (the server's drain ran out of time at shutdown), what has no
+    score yet is :data:`CANCELLED` instead, and the finished items keep their results.
     """
     start = time.perf_counter()
     done: list[dict[str, ComponentScore]] = [{} for _ in items]
@@ -677,17 +685,29 @@ async def _score_components(
     if to_thread:
         elsewhere.append(asyncio.ensure_future(asyncio.to_thread(_in_thread, to_thread, thread_out, stop)))
     budget_s = ctx.request_budget_s
+    late_status, late_detail = "timeout", _budget_detail(budget_s or 0.0)
+    drained = asyncio.ensure_future(drain_stop.wait()) if drain_stop is not None else None
     try:
         if on_pool or elsewhere:
-            _, late = await asyncio.wait([*on_pool, *elsewhere], timeout=budget_s)
+            work = asyncio.ensure_future(asyncio.wait([*on_pool, *elsewhere]))
+            waiting = [work, *([drained] if drained is not None else [])]
+            await asyncio.wait(waiting, timeout=budget_s, return_when=asyncio.FIRST_COMPLETED)
+            work.cancel()
+            late = [t for t in (*on_pool, *elsewhere) if not t.done()]
             if late:
-                assert budget_s is not None
-                # Closing the flow gives the pool's unfinished items their timeout now; the rest is cancelled.
-                ctx.math_pool.close_flow(flow, TaskStatus.TIMEOUT, _budget_detail(budget_s))
+                if drain_stop is not None and drain_stop.is_set():
+                    late_status, late_detail, pool_status = CANCELLED, _DRAIN_DETAIL, TaskStatus.CANCELLED
+                else:
+                    assert budget_s is not None
+                    pool_status = TaskStatus.TIMEOUT
+                # Closing the flow gives the pool's unfinished items their status now; the rest is cancelled.
+                ctx.math_pool.close_flow(flow, pool_status, late_detail)
                 for task in elsewhere:
                     task.cancel()
                 await asyncio.gather(*late, return_exceptions=True)
     finally:
+        if drained is not None:
+            drained.cancel()
         stop.set()
         ctx.math_pool.close_flow(flow)
         for task in (*on_pool, *elsewhere):
@@ -695,10 +715,9 @@ async def _score_components(
     for (i, component, _, _), score in zip(to_thread, thread_out, strict=True):
         if score is not None:
             done[i][component.name] = score
-    late_detail = _budget_detail(budget_s or 0.0)
     tally: Counter[tuple[str, str]] = Counter()
     results = [
-        _combine(item, comps, done[i], fields[i], late_detail, tally)
+        _combine(item, comps, done[i], fields[i], late_status, late_detail, tally)
         for i, (item, comps) in enumerate(zip(items, resolved, strict=True))
     ]
     if ctx.metrics is not None:
@@ -721,13 +740,15 @@ def _combine(
     resolved: list[ResolvedComponent],
     done: dict[str, ComponentScore],
     fields: ItemFields,
+    late_status: str,
     late_detail: str,
     tally: Counter[tuple[str, str]],
 ) -> RewardResult:
-    """Run the item's ``INLINE`` components (after what they need), then weigh everything into its result."""
+    """Run the item's ``INLINE`` components (after what they need), then weigh everything into its result;
+    a component left unscored (the budget or the drain ran out) gets ``late_status``."""
     for r in resolved:
         if r.component.name not in done and r.component.where_for(item.task) is not Where.INLINE:
-            done[r.component.name] = ComponentScore(None, "timeout", late_detail)
+            done[r.component.name] = ComponentScore(None, late_status, late_detail)
     pending = [r for r in resolved if r.component.name not in done]
     while pending:
         ready = [r for r in pending if all(n in done for n in r.component.needs)]
@@ -764,13 +785,16 @@ async def score_batch(
     items: list[RewardItem],
     resolved: list[list[ResolvedComponent]],
     ctx: ScoringContext,
+    drain_stop: asyncio.Event | None = None,
 ) -> list[RewardResult]:
     """Score a validated batch; results in item order, exactly one per item.
 
-    The components run as :func:`_score_components` says; step rewards, for the items that ask for them, are
-    scored beside them (:mod:`reward_server.step_rewards`).
+    The components run as :func:`_score_components` says (``drain_stop``: see there); step rewards, for the
+    items that ask for them, are scored beside them (:mod:`reward_server.step_rewards`).
     """
-    results, steps = await asyncio.gather(_score_components(items, resolved, ctx), score_steps(items, ctx))
+    results, steps = await asyncio.gather(
+        _score_components(items, resolved, ctx, drain_stop=drain_stop), score_steps(items, ctx)
+    )
     for result, item_steps in zip(results, steps, strict=True):
         result.steps = item_steps
     return results

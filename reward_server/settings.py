@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sandbox import Limits
 
@@ -15,13 +17,44 @@ def _default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+#: Shortest API key accepted: 16 characters of a random token are ~96 bits (``secrets.token_urlsafe(32)`` gives 43).
+MIN_API_KEY_CHARS = 16
+_KEY_CHARS = re.compile(r"[\x21-\x7e]+")  # printable ASCII without spaces: what a header value carries intact
+_KEY_FIX = "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def _check_key(key: str, where: str) -> str:
+    if not _KEY_CHARS.fullmatch(key) or "," in key:
+        raise ValueError(f"an API key in {where} holds a space, a comma or a non-ASCII character; {_KEY_FIX}")
+    if len(key) < MIN_API_KEY_CHARS:
+        raise ValueError(
+            f"an API key in {where} has {len(key)} characters; at least {MIN_API_KEY_CHARS} are needed; {_KEY_FIX}"
+        )
+    return key
+
+
+def _read_key_file(path: Path) -> list[str]:
+    """Keys from a file: one per line; blank lines and ``#`` comments are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"RLVR_API_KEYS_FILE={path}: cannot read it ({exc})") from exc
+    keys = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not keys:
+        raise ValueError(f"RLVR_API_KEYS_FILE={path} holds no key (one key per line)")
+    return [_check_key(k, f"RLVR_API_KEYS_FILE={path}") for k in keys]
+
+
 class Settings(BaseSettings):
     """Every knob of the reward server. Each field is read from ``RLVR_<FIELD>`` (case-insensitive).
 
     Invalid values fail at start-up with pydantic's message naming the variable, never later.
     """
 
-    model_config = SettingsConfigDict(env_prefix="RLVR_", env_file=None, extra="ignore", frozen=True)
+    # hide_input_in_errors: an error must never print the API keys it was given.
+    model_config = SettingsConfigDict(
+        env_prefix="RLVR_", env_file=None, extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     host: str = Field("127.0.0.1", description="Interface to bind.")
     port: int = Field(8000, ge=0, le=65535, description="TCP port to bind (0 picks a free one).")
@@ -29,6 +62,9 @@ class Settings(BaseSettings):
         1, ge=1, le=64, description="uvicorn worker processes; each runs its own math pool of `math_workers`."
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = Field(
+        "text", description="`text`: one `key=value` line per event; `json`: one JSON object per line."
+    )
 
     # Math verification pool.
     math_workers: int = Field(
@@ -181,6 +217,66 @@ class Settings(BaseSettings):
         200_000, ge=1, description="Longest completion accepted; longer text is rejected with 422."
     )
 
+    # Admission and drain (issue 13).
+    max_queued_items: int = Field(
+        4096,
+        ge=1,
+        description="Items admitted and not yet answered, over all requests. A request that would pass it is "
+        "refused whole with 429 and a Retry-After from the rate at which items are answered.",
+    )
+    drain_s: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="On SIGTERM, how long requests in flight may take to finish (new ones get 503); the items "
+        "still unscored then come back `cancelled` with a null reward.",
+    )
+
+    # Connections (slow and hostile clients).
+    header_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Time a client has to send a request's headers; past it: 408 and close."
+    )
+    body_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="Time a client has to send a whole request body; past it: 408 and close."
+    )
+    keep_alive_s: float = Field(5.0, gt=0, le=3600, description="An idle keep-alive connection is closed after it.")
+    limit_concurrency: int = Field(
+        4096,
+        ge=1,
+        description="uvicorn's `limit_concurrency`: connections (or requests) at once, past which a request "
+        "gets 503. A bound on memory, not on work (that is RLVR_MAX_QUEUED_ITEMS).",
+    )
+
+    # Authentication.
+    api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
+        (),
+        description="API keys, comma-separated. With any key (here or in `api_keys_file`), every /v1/* request "
+        "needs `Authorization: Bearer <key>`.",
+    )
+    api_keys_file: Path | None = Field(
+        None, description="A file of API keys, one per line (a mounted Kubernetes Secret, a Docker secret)."
+    )
+    auth_metrics: bool = Field(False, description="Require a key for /metrics too (/healthz and /readyz stay open).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_keys(cls, data: Any) -> Any:
+        """Keys from RLVR_API_KEYS (comma-separated) and RLVR_API_KEYS_FILE, each checked."""
+        if not isinstance(data, dict):
+            return data
+        raw = data.get("api_keys", ())
+        if isinstance(raw, str):
+            raw = [k.strip() for k in raw.split(",") if k.strip()]
+        keys = [k.get_secret_value() if isinstance(k, SecretStr) else str(k) for k in raw]
+        keys = [_check_key(k, "RLVR_API_KEYS") for k in keys]
+        if data.get("api_keys_file"):
+            keys += _read_key_file(Path(data["api_keys_file"]))
+        return {**data, "api_keys": tuple(SecretStr(k) for k in dict.fromkeys(keys))}
+
+    def api_key_values(self) -> list[str]:
+        """The API keys in clear, for the authentication middleware only."""
+        return [k.get_secret_value() for k in self.api_keys]
+
     def sandbox_default_limits(self) -> Limits:
         """The limits of a run whose request names none, within the maxima."""
         return Limits(
@@ -212,6 +308,16 @@ class Settings(BaseSettings):
                     f"sandbox_{name} ({default}) must not exceed sandbox_max_{name} ({maximum}); "
                     f"raise RLVR_SANDBOX_MAX_{name.upper()} or lower RLVR_SANDBOX_{name.upper()}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_queue(self) -> Settings:
+        if self.max_queued_items < self.max_batch_items:
+            raise ValueError(
+                f"max_queued_items ({self.max_queued_items}) must be at least max_batch_items "
+                f"({self.max_batch_items}), or a full batch could never be admitted; raise RLVR_MAX_QUEUED_ITEMS "
+                "or lower RLVR_MAX_BATCH_ITEMS"
+            )
         return self
 
     @model_validator(mode="after")

@@ -22,6 +22,19 @@ and in the child applies the limits and then, by ``mode``:
 It answers ``("forked", pid)`` (before any code of the job runs) then ``("exited", wait_status, utime_s,
 stime_s, maxrss_kb, spawn_error)``.
 
+**The kill guard.** A job's main process dying of SIGKILL or SIGTERM is either the program's doing or an outside
+kill (the OOM killer of the host or container, an operator's ``kill``), and only the second is an infrastructure
+failure (``sandbox_error``, a null reward), never a wrong answer. So that the runner can tell them apart, each job
+gets a seccomp filter (:func:`_guard`) under which its processes cannot send SIGKILL or SIGTERM to the job's main
+process (``kill``, ``tgkill``, ``rt_sigqueueinfo`` ... to its pid, its group, 0 or -1; ``tkill`` and
+``pidfd_send_signal`` with those signals to anyone) nor have the kernel do it for them (``ptrace``, a lower
+``RLIMIT_CPU``, a POSIX timer or message-queue notification with a signal of their choosing, ``F_SETSIG``). The
+calls fail with EPERM; everything else, signals to the job's own children included, is untouched. Syscalls of a
+foreign ABI (x32, i386 on x86-64) fail with ENOSYS, so that they cannot go around the filter. The launcher checks
+at start that the filter can be installed here (``("ready", pid, guarded)``); where it cannot, a SIGKILL stays
+``runtime_error`` as before. A trusted script gets ``__rlvr_guard__()`` to guard a process it forks for the
+candidate (the Python harness's worker) the same way.
+
 The launcher is non-dumpable, so a job (same uid) cannot ptrace it or read its memory to tamper with the
 jobs after it; a job can only kill it, and then the runner adopts the job and starts a new launcher.
 """
@@ -43,11 +56,153 @@ import os  # noqa: E402
 import resource  # noqa: E402
 
 _PR_SET_DUMPABLE = 4
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
 _CHANNEL_FD = 3
 _MAX_FDS = 8
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _TRUSTED_CODE: dict[bytes, object] = {}  # source -> code of the trusted scripts seen so far
 _TRUSTED_CACHE_SIZE = 4
+_GUARDED = False  # set at start: can jobs get the kill guard here?
+
+
+# ------------------------------------------------------------------------------------------------ the kill guard
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# The syscalls the guard looks at, by architecture (x86-64: arch/x86/entry/syscalls/syscall_64.tbl; aarch64:
+# include/uapi/asm-generic/unistd.h).
+_SYSCALLS = {
+    "x86_64": {
+        "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+        "pidfd_send_signal": 424, "ptrace": 101, "setrlimit": 160, "prlimit64": 302, "timer_create": 222,
+        "fcntl": 72, "mq_notify": 244,
+    },
+    "aarch64": {
+        "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+        "pidfd_send_signal": 424, "ptrace": 117, "setrlimit": 164, "prlimit64": 261, "timer_create": 107,
+        "fcntl": 25, "mq_notify": 184,
+    },
+}  # fmt: skip
+_X32_BIT = 0x40000000
+_RET_ALLOW = 0x7FFF0000
+_RET_EPERM = 0x00050000 | 1
+_RET_ENOSYS = 0x00050000 | 38
+_GUARDED_SIGNALS = (9, 15)  # SIGKILL, SIGTERM
+_RLIMIT_CPU = 0
+_F_SETSIG = 10
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _guard_program(pid):
+    """The classic-BPF program of the guard for the job whose main process is ``pid``, as (code, jt, jf, k)
+    tuples; ``None`` on an architecture it does not know. Jumps go to labels, resolved below (BPF jumps
+    forward only, so every block that ends in a verdict jumps to the verdicts at the end)."""
+    machine = os.uname().machine
+    if machine not in _SYSCALLS:
+        return None
+    nr = _SYSCALLS[machine]
+    arg = lambda i, high=False: 16 + 8 * i + (4 if high else 0)  # noqa: E731  (little-endian seccomp_data)
+    me, group = pid & 0xFFFFFFFF, (-pid) & 0xFFFFFFFF
+    ld = lambda offset: ("ld", offset)  # noqa: E731
+    jeq = lambda k, yes=None, no=None: ("jeq", k, yes, no)  # noqa: E731  (None: the next instruction)
+    ops = [ld(4), jeq(_AUDIT_ARCH[machine], None, "enosys"), ld(0)]
+    if machine == "x86_64":
+        ops.append(("jge", _X32_BIT, "enosys", None))
+    ops += [
+        jeq(nr["kill"], "kill"),
+        jeq(nr["tgkill"], "tg"),
+        jeq(nr["rt_tgsigqueueinfo"], "tg"),
+        jeq(nr["rt_sigqueueinfo"], "rtq"),
+        jeq(nr["tkill"], "sig1"),
+        jeq(nr["pidfd_send_signal"], "sig1"),
+        jeq(nr["ptrace"], "deny"),
+        jeq(nr["setrlimit"], "setrlimit"),
+        jeq(nr["prlimit64"], "prlimit"),
+        jeq(nr["timer_create"], "ptr1"),
+        jeq(nr["mq_notify"], "ptr1"),
+        jeq(nr["fcntl"], "fcntl"),
+        ("ret", _RET_ALLOW),
+        # kill(pid, sig): a guarded signal to the main process, its group, our group (0) or everyone (-1)
+        ("label", "kill"), ld(arg(1)), jeq(9, "kill_pid"), jeq(15, "kill_pid", "allow"),
+        ("label", "kill_pid"), ld(arg(0)), jeq(me, "deny"), jeq(0, "deny"), jeq(group, "deny"),
+        jeq(0xFFFFFFFF, "deny", "allow"),
+        # tgkill(tgid, tid, sig), rt_tgsigqueueinfo(tgid, tid, sig, info): to the main process
+        ("label", "tg"), ld(arg(2)), jeq(9, "pid0"), jeq(15, "pid0", "allow"),
+        # rt_sigqueueinfo(tgid, sig, info)
+        ("label", "rtq"), ld(arg(1)), jeq(9, "pid0"), jeq(15, "pid0", "allow"),
+        ("label", "pid0"), ld(arg(0)), jeq(me, "deny", "allow"),
+        # tkill(tid, sig), pidfd_send_signal(fd, sig, ...): the target is not known here, so to anyone
+        ("label", "sig1"), ld(arg(1)), jeq(9, "deny"), jeq(15, "deny", "allow"),
+        # setrlimit(RLIMIT_CPU, ...), prlimit64(pid, RLIMIT_CPU, new != NULL, ...): a CPU limit of one's own
+        ("label", "setrlimit"), ld(arg(0)), jeq(_RLIMIT_CPU, "deny", "allow"),
+        ("label", "prlimit"), ld(arg(1)), jeq(_RLIMIT_CPU, None, "allow"), ld(arg(2)), jeq(0, None, "deny"),
+        ld(arg(2, high=True)), jeq(0, "allow", "deny"),
+        # timer_create(clock, sevp != NULL, ...), mq_notify(mq, sevp != NULL): a signal of one's choosing
+        ("label", "ptr1"), ld(arg(1)), jeq(0, None, "deny"), ld(arg(1, high=True)), jeq(0, "allow", "deny"),
+        # fcntl(fd, F_SETSIG, SIGKILL or SIGTERM)
+        ("label", "fcntl"), ld(arg(1)), jeq(_F_SETSIG, None, "allow"), ld(arg(2)), jeq(9, "deny"),
+        jeq(15, "deny", "allow"),
+        ("label", "allow"), ("ret", _RET_ALLOW),
+        ("label", "deny"), ("ret", _RET_EPERM),
+        ("label", "enosys"), ("ret", _RET_ENOSYS),
+    ]  # fmt: skip
+    where, n = {}, 0
+    for op in ops:
+        if op[0] == "label":
+            where[op[1]] = n
+        else:
+            n += 1
+    program, n = [], 0
+    for op in ops:
+        if op[0] == "label":
+            continue
+        if op[0] == "ld":
+            program.append((0x20, 0, 0, op[1]))  # BPF_LD | BPF_W | BPF_ABS
+        elif op[0] == "ret":
+            program.append((0x06, 0, 0, op[1]))  # BPF_RET | BPF_K
+        else:
+            code = 0x15 if op[0] == "jeq" else 0x35  # BPF_JMP | BPF_JEQ / BPF_JGE | BPF_K
+            jumps = [0 if label is None else where[label] - n - 1 for label in op[2:]]
+            if not all(0 <= j <= 255 for j in jumps):
+                raise AssertionError(f"guard program: jump out of range at {n}")
+            program.append((code, jumps[0], jumps[1], op[1]))
+        n += 1
+    return program
+
+
+def _guard(pid=None):
+    """Install the kill guard for the main process ``pid`` (default: this process) on this process and all it
+    starts. Returns False where this architecture has none; raises OSError where the kernel refuses it."""
+    program = _guard_program(os.getpid() if pid is None else pid)
+    if program is None:
+        return False
+    filters = (_SockFilter * len(program))(*program)
+    fprog = _SockFprog(len(program), filters)
+    if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if _LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    return True
+
+
+def _guard_works():
+    """Can a job be guarded here? Tried in a child, so that the launcher itself stays unfiltered."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if _guard() else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _receive(ctl):
@@ -136,6 +291,8 @@ def _run_python(argv, compiled=None):
     main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None, __loader__=loader, __annotations__={})
     if compiled is not None:  # a trusted script, compiled by the launcher
         main.__dict__["__rlvr_set_dumpable__"] = _set_dumpable
+        if _GUARDED:
+            main.__dict__["__rlvr_guard__"] = _guard
     sys.modules["__main__"] = main
     sys.argv = list(argv)
     sys.orig_argv = ["python3", *argv]
@@ -169,7 +326,7 @@ def _run_python(argv, compiled=None):
     os._exit(code)
 
 
-def _child(ctl, fds, argv, limits, mode, report_w, gate_r, compiled):
+def _child(ctl, fds, argv, limits, mode, report_w, gate_r, compiled, guarded):
     """In the forked child: wire the pipes, apply the limits, wait for the go, then exec or run."""
     try:
         ctl.close()
@@ -187,6 +344,8 @@ def _child(ctl, fds, argv, limits, mode, report_w, gate_r, compiled):
         os.closerange(high + 1, 1 << 16)
         _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
         _apply_limits(limits)
+        if guarded:
+            _guard()
         # No code of the job runs before the runner knows its pid: a job that kills the launcher at once
         # is then still one the runner can adopt.
         os.read(gate_r, 1)
@@ -233,9 +392,11 @@ def main():
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     # Move everything alive now out of the collector's sight: a job's collections then do not touch (and
     # so copy-on-write) the launcher's objects. Halves the page faults of a small job.
+    global _GUARDED
+    _GUARDED = _guard_works()
     gc.collect()
     gc.freeze()
-    ctl.send(marshal.dumps(("ready", os.getpid())))
+    ctl.send(marshal.dumps(("ready", os.getpid(), _GUARDED)))
     while True:
         request = _receive(ctl)
         if request is None:
@@ -250,7 +411,7 @@ def main():
         gate_r, gate_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
-            _child(ctl, fds, argv, limits, mode, report_w, gate_r, compiled)
+            _child(ctl, fds, argv, limits, mode, report_w, gate_r, compiled, _GUARDED and mode != "syntax")
         for fd in (report_w, gate_r, *fds):
             os.close(fd)
         ctl.send(marshal.dumps(("forked", pid)))

@@ -844,6 +844,13 @@ class _Link:
             why = "it closed the harness's pipe"
         elif status is None:
             why = "it closed the harness's pipe"
+        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) in _OUTSIDE_SIGNALS and _WORKER_GUARDED:
+            # Under the launcher's kill guard the program cannot send these to itself, and this checker
+            # kills it only through kill(), which does not come here: the kernel or someone outside did.
+            self.dead = self.failure = _WorkerGone(
+                "sandbox_error", f"the program was killed by signal {os.WTERMSIG(status)} from outside the sandbox"
+            )
+            return self.dead
         elif os.WIFSIGNALED(status):
             why = f"killed by signal {os.WTERMSIG(status)}"
         else:
@@ -1005,6 +1012,11 @@ class _RemoteIterator:
         return self.items.pop()
 
 
+_OUTSIDE_SIGNALS = (9, 15)  # SIGKILL, SIGTERM
+# Given by the launcher to a trusted script: guards a process (see _launcher.py's kill guard).
+_WORKER_GUARDED = "__rlvr_guard__" in globals()
+
+
 def _start_worker(max_bytes):
     """Fork the worker before anything secret is read. Returns (pid, requests fd, answers fd)."""
     requests_r, requests_w = os.pipe()
@@ -1021,6 +1033,8 @@ def _start_worker(max_bytes):
                 os.close(_CHANNEL_FD)
             except OSError:
                 pass  # run by hand without a channel
+            if _WORKER_GUARDED:  # the program cannot SIGKILL or SIGTERM itself: such a death is an outside one
+                globals()["__rlvr_guard__"]()
             _worker(requests_r, answers_w, max_bytes)
         finally:
             os._exit(70)
@@ -1132,7 +1146,7 @@ def main():
             status, detail = "runtime_error", getattr(exc, "rlvr_detail", None) or _describe(exc)
         if isinstance(link.failure, _HostOverloaded) and status != "grader_error":
             status, detail = link.failure.status, str(link.failure)  # whatever the test code made of it
-        elif link.failure is not None and status not in ("timeout", "runtime_error", "grader_error"):
+        elif link.failure is not None and status not in ("timeout", "runtime_error", "grader_error", "sandbox_error"):
             status, detail = "timeout", str(link.failure)
         return status, detail, value, perf() - start, link.case_usage()
 

@@ -74,6 +74,7 @@ _LAUNCH_TIMEOUT_S = 10.0
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 _OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 _SAMPLE_MIN_S = 0.005
 _SAMPLE_MAX_S = 0.05
 _CPUS = max(1, len(os.sched_getaffinity(0)))
@@ -94,6 +95,18 @@ def _oom_kills():
         match = re.search(r"^oom_kill (\d+)$", text, re.M)
         if match:
             return int(match.group(1))
+    return -1
+
+
+def _host_oom_kills():
+    """The kernel's count of OOM kills on the whole host (``/proc/vmstat``, which no namespace hides), or -1."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
     return -1
 
 
@@ -155,6 +168,7 @@ class _Usage:
         self.spare = spare
         self.cpu_s = 0.0
         self.wait_s = 0.0
+        self.rss_peak_kb = 0  # the largest sum of the job's processes' resident memory seen
         self._delays = {}
         self._runner_delay = _run_delay("/proc/self/schedstat")
         self._runner_io_ns = 0
@@ -168,6 +182,7 @@ class _Usage:
 
     def sample(self):
         ticks = 0
+        rss_pages = 0
         step, self._runner_io_ns = self._runner_io_ns, 0
         delays = {}
         for pid in _other_pids(self.spare):
@@ -175,6 +190,7 @@ class _Usage:
             if fields is None:
                 continue
             ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+            rss_pages += int(fields[21])  # rss
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
             except OSError:
@@ -184,6 +200,7 @@ class _Usage:
                 step = max(step, delay - self._delays.get(tid, 0))
                 delays[tid] = delay
         self._delays = delays
+        self.rss_peak_kb = max(self.rss_peak_kb, rss_pages * _PAGE_KB)
         self.cpu_s = max(self.cpu_s, ticks * _TICK_S)
         self.wait_s += step / 1e9
 
@@ -208,9 +225,12 @@ class _Launcher:
         os.close(devnull)
         theirs.close()
         self.pid = pid
-        kind, got_pid = self.receive(_LAUNCH_TIMEOUT_S)
-        if kind != "ready" or got_pid != pid:
-            raise RuntimeError(f"the launcher did not start: {kind!r}")
+        ready = self.receive(_LAUNCH_TIMEOUT_S)
+        if ready[0] != "ready" or ready[1] != pid:
+            raise RuntimeError(f"the launcher did not start: {ready[0]!r}")
+        # Whether its jobs run under the kill guard (see _launcher.py): then a SIGKILL or SIGTERM of a job's
+        # main process that this runner did not send came from outside the sandbox.
+        self.guarded = bool(ready[2]) if len(ready) > 2 else False
 
     def send(self, request, fds):
         socket.send_fds(self.sock, [marshal.dumps(request)], fds)
@@ -405,7 +425,8 @@ class Runner:
         stdin = base64.b64decode(req.get("stdin", ""))
         cap = int(limits["output_bytes"])
         launcher = self._get_launcher()
-        oom_before = _oom_kills()
+        guarded = launcher.guarded
+        oom_before, host_oom_before = _oom_kills(), _host_oom_kills()
 
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
@@ -519,7 +540,7 @@ class Runner:
 
         assert exited is not None
         status, utime, stime, maxrss, spawn_error = exited
-        oom_after = _oom_kills()
+        oom_after, host_oom_after = _oom_kills(), _host_oom_kills()
         stdout, stderr = sinks[0], sinks[1]
         return {
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
@@ -536,6 +557,10 @@ class Runner:
             "channel_bytes": channel.total if channel is not None else 0,
             "timed_out": timed_out,
             "oom_killed": oom_before >= 0 and oom_after > oom_before,
+            # The OOM killer acted somewhere on the host during the run (maybe on this job, beyond its cgroup).
+            "host_oom": host_oom_before >= 0 and host_oom_after > host_oom_before,
+            "rss_peak_kb": usage.rss_peak_kb,
+            "guarded": guarded,
             # A job that killed the launcher fails (its own exit status may be lost with the launcher),
             # and its sandbox is replaced as if it had left a process behind.
             "launcher_killed": adopted,

@@ -201,6 +201,8 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
         status, detail = Status.TIMEOUT, _timeout_detail(str(answer["timed_out"]), answer, limits)
     elif answer["oom_killed"]:
         status, detail = Status.MEMORY_LIMIT, "killed by the out-of-memory killer of the sandbox's cgroup"
+    elif sig in OUTSIDE_SIGNALS and answer.get("guarded"):
+        status, detail = killed_from_outside(sig, answer, limits)
     elif failed and _MEMORY_ERROR.search(stderr[-4096:]):
         status, detail = Status.MEMORY_LIMIT, f"an allocation failed under the {limits.memory_mb} MiB limit"
     elif over_output:
@@ -230,6 +232,41 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
         detail=detail,
         channel=base64.b64decode(answer.get("channel") or ""),
         reusable=reusable,
+        host_oom=bool(answer.get("host_oom")),
+        guarded=bool(answer.get("guarded")),
+    )
+
+
+#: Signals that end a guarded job's process only from outside the sandbox (``_launcher.py``'s kill guard): the
+#: kernel (the OOM killer, the CPU rlimit) or a process outside (an operator's ``kill``, ``docker kill``).
+OUTSIDE_SIGNALS = (signal.SIGKILL, signal.SIGTERM)
+
+
+def killed_from_outside(sig: int, answer: Mapping[str, Any], limits: Limits) -> tuple[Status, str]:
+    """The status of a guarded process that died of ``sig`` (SIGKILL or SIGTERM) which the runner did not send.
+
+    The program could not send it to itself, so it came from the kernel or from outside the sandbox: the CPU
+    rlimit (the runner's own CPU limit comes first, so this is a backstop: ``timeout``), the OOM killer of the
+    host or container (``memory_limit`` when the job used more than its memory limit, else ``sandbox_error``: the
+    host was short of memory, not the program at fault), or anything else (an operator, a stop of the server):
+    ``sandbox_error``, a null reward, never a wrong answer.
+    """
+    if float(answer["cpu_s"]) >= limits.time_s:
+        return Status.TIMEOUT, f"used {answer['cpu_s']:.2f} s of CPU time, over the {limits.time_s:g} s limit; killed"
+    used_mb = max(int(answer.get("maxrss_kb") or 0), int(answer.get("rss_peak_kb") or 0)) / 1024
+    if answer.get("host_oom"):
+        if used_mb >= limits.memory_mb:
+            return Status.MEMORY_LIMIT, (
+                f"killed by the out-of-memory killer after using {used_mb:.0f} MiB, over the {limits.memory_mb} MiB "
+                "limit"
+            )
+        return Status.SANDBOX_ERROR, (
+            f"killed by the host's out-of-memory killer while using {used_mb:.0f} MiB, within its {limits.memory_mb} "
+            "MiB limit: the host or container ran short of memory, not the program"
+        )
+    return Status.SANDBOX_ERROR, (
+        f"killed by {_signal_name(sig)} from outside the sandbox (an operator, or the host); the program cannot "
+        "send it to itself, so this is no verdict on it"
     )
 
 

@@ -52,7 +52,8 @@ _CASE_STATUSES = (
     Status.TIMEOUT,
     Status.MEMORY_LIMIT,
     Status.OUTPUT_LIMIT,
-    # The checker's word (it alone has the nonce) that the host kept the program from a CPU past the ceiling.
+    # The checker's word (it alone has the nonce) that the host kept the program from a CPU past the ceiling, or
+    # that the program (the harness's worker) was killed from outside the sandbox (see _pyharness.py).
     Status.SANDBOX_ERROR,
 )
 
@@ -438,6 +439,8 @@ async def _run_harness(
             status, detail, time_s = _unconfirmed(run, abort)
         else:
             status, detail, time_s = _case_verdict(record, tests, i)
+        if status is Status.SANDBOX_ERROR and _memory_killed(run, limits):
+            status, detail = Status.MEMORY_LIMIT, f"{detail}, by the out-of-memory killer, over its memory limit"
         passed = status is Status.PASSED
         measured = record if record is not None and not stopped and fatal is None else {}
         cases.append(
@@ -463,11 +466,18 @@ def _number(record: dict[str, Any], key: str) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
+def _memory_killed(run: ExecResult, limits: Limits) -> bool:
+    """Was a harness worker killed from outside (the checker says so) for its own memory use? The sandbox's
+    cgroup ran out (``memory_limit`` of the run), or the host's OOM killer acted while the job used more than
+    its limit."""
+    return run.status is Status.MEMORY_LIMIT or (run.host_oom and run.memory_mb >= limits.memory_mb)
+
+
 def _unconfirmed(run: ExecResult, abort: dict[str, Any] | None) -> tuple[Status, str | None, float]:
     """The verdict on a case the harness never confirmed: the program's run ended (or was ended) first."""
     if run.status in (Status.TIMEOUT, Status.MEMORY_LIMIT, Status.OUTPUT_LIMIT):
         return run.status, f"the program ended before the harness confirmed this test ({run.detail})", 0.0
-    if abort is not None and abort.get("status") in ("timeout", "runtime_error"):
+    if abort is not None and abort.get("status") in ("timeout", "runtime_error", "sandbox_error"):
         return Status(abort["status"]), str(abort.get("detail")), 0.0
     why = run.detail or f"exit code {run.exit_code}"
     return Status.RUNTIME_ERROR, f"the program ended before the harness confirmed this test ({why})", 0.0

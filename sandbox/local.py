@@ -122,8 +122,15 @@ class _ProcessTransport(Transport):
         self._stderr_task = asyncio.get_running_loop().create_task(log_stream(process.stderr, label))
 
     async def send(self, data: bytes) -> None:
-        self._stdin.write(data)
-        await self._stdin.drain()
+        # A runner killed while its sandbox sat idle leaves a closed pipe; writing to it raises RuntimeError
+        # under uvloop ("the handler is closed"), which must break the slot (sandbox_error), not the request.
+        if self._stdin.is_closing() or self.process.returncode is not None:
+            raise ConnectionError("the runner's stdin is closed")
+        try:
+            self._stdin.write(data)
+            await self._stdin.drain()
+        except RuntimeError as exc:
+            raise ConnectionError(f"the runner's stdin is closed ({exc})") from exc
 
     async def readline(self) -> bytes:
         return await self._stdout.readline()

@@ -128,6 +128,9 @@ class ExecResult:
         channel: what the program wrote to the harness's result channel (assert/call tests only).
         reusable: False when this run leaves the sandbox unfit for the next job (a limit was hit or a
             process was left behind); the backend then replaces that container or bubblewrap sandbox.
+        host_oom: the OOM killer of the host or container acted during the run (on this job or another).
+        guarded: the run's processes could not send SIGKILL or SIGTERM to its main process (the launcher's kill
+            guard), so such a death came from outside the sandbox.
     """
 
     status: Status
@@ -144,6 +147,8 @@ class ExecResult:
     detail: str | None = None
     channel: bytes = b""
     reusable: bool = True
+    host_oom: bool = False
+    guarded: bool = False
 
     @classmethod
     def sandbox_error(cls, detail: str) -> ExecResult:

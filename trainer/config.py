@@ -139,6 +139,8 @@ class GRPOConfig:
     """Retries of a failed reward request (connection errors, 429, 503) before the run stops."""
     reward_wait_ready_s: float = 120.0
     """How long to wait at start for every reward server's ``/readyz``, in seconds."""
+    reward_api_key: str | None = None
+    """Reward server API key (sent as a Bearer token); ``None`` reads ``RLVR_API_KEY``. Never logged or saved."""
 
     # ------------------------------------------------------------------ batch shape
     max_steps: int = 100
@@ -293,8 +295,22 @@ class GRPOConfig:
         return max(1, math.ceil(self.prompt_batch_size / 4))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain values (tuples as lists), ready for YAML or JSON."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        """Plain values (tuples as lists), ready for YAML or JSON; secrets (``reward_api_key``) left out as ``None``,
+        so a checkpoint's saved config never holds the key (a resumed run reads it from its own config or env)."""
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        values.update(dict.fromkeys(_SECRETS))
+        return values
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{f.name}={'<redacted>' if f.name in _SECRETS and getattr(self, f.name) else repr(getattr(self, f.name))}"
+            for f in dataclasses.fields(self)
+        )
+        return f"{type(self).__name__}({shown})"
+
+
+#: Fields that are never written out or logged in clear.
+_SECRETS = ("reward_api_key",)
 
 
 def names_a_local_path(name: str) -> bool:

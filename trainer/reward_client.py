@@ -21,7 +21,14 @@ from typing import Any
 
 import httpx
 
-from rlvr_client.client import AsyncRewardClient, RetryPolicy, RewardClient, RewardItem, RewardResult
+from rlvr_client.client import (
+    AsyncRewardClient,
+    RetryPolicy,
+    RewardClient,
+    RewardItem,
+    RewardResult,
+    api_key_from_env,
+)
 
 logger = logging.getLogger("trainer")
 
@@ -34,8 +41,10 @@ class RewardScorer:
         components: request-level components sent with every batch.
         preset: request-level preset.
         timeout_s: per-request timeout in seconds.
-        max_retries: retries per request (connection errors, 429/503) before the future fails.
+        max_retries: retries per request (connection errors, 429/503, each after its ``Retry-After``) before the
+            future fails.
         client: an ``httpx.AsyncClient`` to use instead of a new one (tests pass a ``MockTransport``).
+        api_key: the servers' API key (default: the ``RLVR_API_KEY`` environment variable).
 
     Use as a context manager, or call :meth:`close`.
     """
@@ -49,13 +58,19 @@ class RewardScorer:
         timeout_s: float = 120.0,
         max_retries: int = 5,
         client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.components = components
         self.preset = preset
         self._urls = base_urls
         self._timeout_s = timeout_s
+        self._api_key = api_key if api_key is not None else api_key_from_env()
         self._client = AsyncRewardClient(
-            base_urls, client=client, timeout_s=timeout_s, retry=RetryPolicy(max_retries=max_retries)
+            base_urls,
+            client=client,
+            timeout_s=timeout_s,
+            retry=RetryPolicy(max_retries=max_retries),
+            api_key=self._api_key,
         )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rlvr-reward-scorer", daemon=True)
@@ -80,7 +95,7 @@ class RewardScorer:
         Raises:
             TimeoutError: no server was ready in time (the message names them).
         """
-        with RewardClient(self._urls, timeout_s=self._timeout_s) as probe:
+        with RewardClient(self._urls, timeout_s=self._timeout_s, api_key=self._api_key) as probe:
             ready = probe.wait_ready(timeout_s=timeout_s, require_all=False)
             missing = [url for url in probe.base_urls if url not in ready]
         if missing:

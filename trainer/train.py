@@ -449,6 +449,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             preset=config.reward_preset,
             timeout_s=config.reward_timeout_s,
             max_retries=config.reward_max_retries,
+            api_key=config.reward_api_key,
         )
         scorer.wait_ready(config.reward_wait_ready_s)
     metrics_log = (

@@ -327,6 +327,8 @@ def _decode(response: httpx.Response, items: Sequence[RewardItem], url: str) -> 
         hint = ""
         if response.status_code == 413:
             hint = " (the batch exceeds the server's max_batch_items: lower the client's max_batch_items)"
+        elif response.status_code == 401:
+            hint = f" (the server needs an API key: pass api_key= or set {API_KEY_ENV})"
         raise RewardServerError(
             f"{url}{REWARDS_PATH} answered {response.status_code}{hint}: {response.text[:500]}",
             status_code=response.status_code,

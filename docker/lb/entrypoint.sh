@@ -5,8 +5,10 @@ conf=/tmp/nginx/nginx.conf
 mkdir -p /tmp/nginx
 servers=""
 for upstream in $RLVR_LB_UPSTREAMS; do
-    # A replica that fails is skipped for 5 s, then tried again.
-    servers="$servers        server $upstream max_fails=1 fail_timeout=5s;\n"
+    # max_fails=0: a replica is never marked down. nginx counts a 429 (a full queue, which proxy_next_upstream
+    # retries elsewhere) as a failure, and with every replica marked down it would answer 502 itself. A replica
+    # that is down refuses the connection at once, and the request moves on to the next.
+    servers="$servers        server $upstream max_fails=0;\n"
 done
 [ -n "$servers" ] || { echo "RLVR_LB_UPSTREAMS names no replica" >&2; exit 1; }
 sed -e "s|@LISTEN@|$RLVR_LB_LISTEN|" -e "s|@SERVERS@|$servers|" /opt/rlvr-lb/nginx.conf.template >"$conf"

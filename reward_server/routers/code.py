@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 
-from reward_server.deps import MetricsDep, SandboxDep, SettingsDep
+from reward_server.deps import BudgetDep, DrainDep, MetricsDep, SandboxDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
+from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits
 from reward_server.schemas.code import CodeRunRequest, CodeRunResult, CodeTestRequest, CodeTestResult, _Program
 from reward_server.settings import Settings
@@ -18,7 +19,11 @@ from sandbox import Limits, TestSpec, run_program, utf8
 router = APIRouter(prefix="/v1/code", tags=["code"], route_class=JSONBodyRoute)
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
-    503: {"description": "The sandbox is unavailable here (the detail says how to fix it) or starting."}
+    429: {"description": "The server's queue is full (see Retry-After)."},
+    503: {
+        "description": "The sandbox is unavailable here (the detail says how to fix it) or starting, or the "
+        "server is shutting down (see Retry-After)."
+    },
 }
 
 
@@ -33,17 +38,31 @@ def _limits(request: _Program, settings: Settings, tests: TestSpec | None = None
 
 @router.post("/run", summary="Compile (if needed) and run one program.", responses=_UNAVAILABLE)
 async def run(
-    request: CodeRunRequest, sandbox: SandboxDep, settings: SettingsDep, metrics: MetricsDep
+    request: CodeRunRequest,
+    http: Request,
+    sandbox: SandboxDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+    budget: BudgetDep,
+    drain: DrainDep,
 ) -> CodeRunResult:
     limits = _limits(request, settings)
-    result = await run_program(sandbox, request.language, request.code, stdin=utf8(request.stdin), limits=limits)
+    with budget.admit(1):
+        work = run_program(sandbox, request.language, request.code, stdin=utf8(request.stdin), limits=limits)
+        result = await unless_disconnected(http, work, stop=drain.stop)
     metrics.verdicts.labels("code_run", str(result.status)).inc()
     return CodeRunResult.from_result(result, settings.sandbox_tail_bytes)
 
 
 @router.post("/test", summary="Run one program against a test list and score it.", responses=_UNAVAILABLE)
 async def test(
-    request: CodeTestRequest, sandbox: SandboxDep, settings: SettingsDep, metrics: MetricsDep
+    request: CodeTestRequest,
+    http: Request,
+    sandbox: SandboxDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+    budget: BudgetDep,
+    drain: DrainDep,
 ) -> CodeTestResult:
     spec = request.spec()
     limits = _limits(request, settings, spec)
@@ -54,6 +73,7 @@ async def test(
         limits=limits,
         tail_bytes=settings.sandbox_tail_bytes,
     )
-    report = await run_code_tests(request.code, spec, options, sandbox)
+    with budget.admit(1):
+        report = await unless_disconnected(http, run_code_tests(request.code, spec, options, sandbox), stop=drain.stop)
     metrics.verdicts.labels("code_test", str(report.status)).inc()
     return CodeTestResult.from_report(report, all_or_nothing=request.all_or_nothing)

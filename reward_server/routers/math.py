@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
 
-from reward_server.deps import ScoringDep, SettingsDep
+from reward_server.deps import BudgetDep, DrainDep, ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
 from reward_server.rewards import run_math
 from reward_server.routers.cancel import unless_disconnected
@@ -18,17 +18,26 @@ router = APIRouter(prefix="/v1/math", tags=["math"], route_class=JSONBodyRoute)
     "/verify",
     response_model=MathVerifyResponse,
     summary="Is the response's final answer equal to the reference?",
-    responses={503: {"description": "Workers are still starting (see Retry-After)."}},
+    responses={
+        429: {"description": "The server's queue is full (see Retry-After)."},
+        503: {"description": "Workers are still starting, or the server is shutting down (see Retry-After)."},
+    },
 )
 async def verify(
-    request: MathVerifyRequest, http: Request, settings: SettingsDep, scoring: ScoringDep
+    request: MathVerifyRequest,
+    http: Request,
+    settings: SettingsDep,
+    scoring: ScoringDep,
+    budget: BudgetDep,
+    drain: DrainDep,
 ) -> MathVerifyResponse:
     errors = check_text_lengths(settings, response=request.response, ground_truth=request.ground_truth)
     if errors:
         raise HTTPException(status_code=422, detail=errors)
-    verdict = await unless_disconnected(
-        http, run_math(scoring, request.response, request.ground_truth, request.options)
-    )
+    with budget.admit(1):
+        verdict = await unless_disconnected(
+            http, run_math(scoring, request.response, request.ground_truth, request.options), stop=drain.stop
+        )
     if scoring.metrics is not None:
         scoring.metrics.items.labels("math").inc()
         scoring.metrics.verdicts.labels("accuracy", str(verdict.status)).inc()

@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
+from reward_server.admission import Drain, ItemBudget
 from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
+from reward_server.middleware import note_items
 from reward_server.rewards import ComponentSpecError, ScoringContext, code_program, score_batch, validate_batch
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
@@ -22,9 +24,11 @@ router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
     response_model=RewardsResponse,
     summary="Score a batch of completions: one reward per item, with every component's outcome.",
     responses={
-        413: {"description": "More items than the server's `max_batch_items`."},
+        401: {"description": "The server has API keys and the request has none or a wrong one."},
+        413: {"description": "More items than the server's `max_batch_items`, or a body over `max_body_mb`."},
         422: {"description": "A field is invalid; `loc` names it."},
-        503: {"description": "Workers are still starting (see Retry-After)."},
+        429: {"description": "The server's queue is full; the batch was not started (see Retry-After)."},
+        503: {"description": "Workers are still starting, or the server is shutting down (see Retry-After)."},
     },
 )
 async def rewards(
@@ -42,6 +46,7 @@ async def score_request(
 
     Raises:
         HTTPException: 413, more items than ``max_batch_items``.
+        QueueFull: the items do not fit under ``RLVR_MAX_QUEUED_ITEMS`` now (the app answers 429).
         RequestValidationError: a field over a limit or a bad component; ``loc`` is the batch's
             (``("body", "items", i, ...)``).
     """
@@ -73,4 +78,11 @@ async def score_request(
             errors += check_code_limits(settings, source=program, source_field="response", loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
-    return await unless_disconnected(http, score_batch(items, resolved, scoring))
+    # The batch is admitted whole or refused whole (429, QueueFull); at shutdown, items still unscored when
+    # the drain runs out of time come back `cancelled`.
+    budget: ItemBudget = http.app.state.budget
+    drain: Drain = http.app.state.drain
+    with budget.admit(len(items)):
+        results = await unless_disconnected(http, score_batch(items, resolved, scoring, drain_stop=drain.stop))
+    note_items(http.scope, (r.status for r in results))
+    return results

@@ -205,7 +205,7 @@ def by_kind(kind: str) -> dict[str, Any]:
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_k8s_manifests_match_the_kubernetes_schema(version: str) -> None:
     docs = k8s_documents()
-    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "Deployment", "Service"]
+    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "Deployment", "NetworkPolicy", "Service"]
     for doc in docs:
         kubernetes_validate.validate(doc, version, strict=True)
 
@@ -240,9 +240,22 @@ def test_k8s_manifests_fit_the_image_and_the_app() -> None:
     assert service["spec"]["ports"][0]["targetPort"] in ports
     env = {e["name"]: e["value"] for e in container["env"]}
     assert int(env["RLVR_PORT"]) == ports["http"] and env["RLVR_HOST"] == "0.0.0.0"
-    # Settings are real settings with valid values.
+    # Settings are real settings with valid values (the keys file exists only in a pod: checked below).
     assert set(config["data"]) <= setting_names()
-    Settings(**{k.removeprefix("RLVR_").lower(): v for k, v in {**config["data"], **env}.items()})
+    keys_file = env.pop("RLVR_API_KEYS_FILE")
+    settings = Settings(**{k.removeprefix("RLVR_").lower(): v for k, v in {**config["data"], **env}.items()})
+    # Listening on every interface, the pod reads its API keys from a mounted Secret, and lets only trainers in.
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    [keys_volume] = [name for name, v in volumes.items() if "secret" in v]
+    assert keys_file.startswith(mounts[keys_volume]["mountPath"] + "/") and mounts[keys_volume]["readOnly"]
+    assert pod["spec"]["securityContext"]["fsGroup"] == pod["spec"]["securityContext"]["runAsGroup"]
+    policy = by_kind("NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"] == pod["metadata"]["labels"]
+    assert policy["spec"]["egress"] == [] and set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    # SIGTERM comes after preStop; the drain and the pools' shutdown must fit in the grace period.
+    pre_stop_s = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pod["spec"]["terminationGracePeriodSeconds"] >= pre_stop_s + settings.drain_s + 15
     assert container["envFrom"] == [{"configMapRef": {"name": config["metadata"]["name"]}}]
     # The probes ask routes the app has.
     routes = set(create_app().openapi()["paths"])

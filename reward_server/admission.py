@@ -1,0 +1,222 @@
+"""What the server takes in: a bound on queued items (backpressure) and the drain on SIGTERM.
+
+:class:`ItemBudget` counts items rather than requests or connections, since a reward server's work is items: one
+request of 4,096 items weighs as much as 4,096 requests of one. Items are *queued* from the moment their request is
+admitted until it is answered. A request that would take the count past ``RLVR_MAX_QUEUED_ITEMS`` is refused whole
+(a batch is never split) with ``429 Too Many Requests`` and a ``Retry-After`` computed from the rate at which
+items were answered over the last seconds. A trainer then backs off, or its client moves to another replica.
+
+:class:`Drain` is what SIGTERM starts (see :func:`install_drain_on_sigterm`): new requests get ``503`` with a
+``Retry-After`` and ``/readyz`` says 503, requests in flight get up to ``RLVR_DRAIN_S`` to finish, and then the
+items still unscored come back ``cancelled`` (a null reward, never a 500). Only then is uvicorn's own shutdown
+started (it closes the listening socket and the idle connections, and runs the lifespan's shutdown).
+
+Nothing here knows FastAPI; the middleware and the routers use these two classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import math
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+logger = logging.getLogger("reward_server")
+
+#: The window over which the drain rate behind ``Retry-After`` is measured, in seconds.
+RATE_WINDOW_S = 10.0
+#: ``Retry-After`` bounds, in seconds: a client waits at least this, and is never told to wait longer.
+MIN_RETRY_AFTER_S = 1
+MAX_RETRY_AFTER_S = 60
+#: ``Retry-After`` when nothing was answered in the window yet (a burst at start-up).
+UNKNOWN_RATE_RETRY_AFTER_S = 5
+#: After ``RLVR_DRAIN_S``, how long requests get to send the answer that lists their cancelled items before
+#: the drain cancels them outright (with a 503).
+CANCEL_GRACE_S = 3.0
+
+
+class QueueFull(Exception):
+    """The items of a request do not fit under ``RLVR_MAX_QUEUED_ITEMS``; ``retry_after_s`` says when to retry."""
+
+    def __init__(self, items: int, queued: int, limit: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"the server is at capacity: {queued} items are queued and {items} more would pass the limit of "
+            f"{limit} (RLVR_MAX_QUEUED_ITEMS); retry in {retry_after_s} s or on another server"
+        )
+        self.retry_after_s = retry_after_s
+
+
+class ItemBudget:
+    """Items admitted and not yet answered, bounded by ``max_items``; and the rate at which items are answered.
+
+    Args:
+        max_items: the bound (``RLVR_MAX_QUEUED_ITEMS``).
+        window_s: the window of the answer rate, in seconds.
+        clock: monotonic seconds (tests pass a fake one).
+    """
+
+    def __init__(self, max_items: int, window_s: float = RATE_WINDOW_S, clock: Callable[[], float] = time.monotonic):
+        if max_items < 1:
+            raise ValueError(f"max_items must be >= 1, got {max_items}")
+        self.max_items = max_items
+        self.window_s = window_s
+        self._clock = clock
+        self.queued = 0
+        self._answered: deque[tuple[float, int]] = deque()  # (when, items) of answered requests
+
+    @property
+    def full(self) -> bool:
+        """No request, however small, fits now."""
+        return self.queued >= self.max_items
+
+    def answer_rate(self) -> float:
+        """Items answered per second over the last ``window_s`` (0.0 when none were)."""
+        now = self._clock()
+        while self._answered and self._answered[0][0] < now - self.window_s:
+            self._answered.popleft()
+        return sum(n for _, n in self._answered) / self.window_s
+
+    def retry_after_s(self, items: int) -> int:
+        """Whole seconds until ``items`` more would fit, at the recent answer rate, within the bounds above."""
+        rate = self.answer_rate()
+        if rate <= 0:
+            return UNKNOWN_RATE_RETRY_AFTER_S
+        excess = self.queued + items - self.max_items
+        return max(MIN_RETRY_AFTER_S, min(MAX_RETRY_AFTER_S, math.ceil(excess / rate)))
+
+    def refusal(self, items: int) -> QueueFull:
+        """The :class:`QueueFull` for a request of ``items`` refused now."""
+        return QueueFull(items, self.queued, self.max_items, self.retry_after_s(items))
+
+    @contextlib.contextmanager
+    def admit(self, items: int) -> Iterator[None]:
+        """Hold ``items`` of the budget while the block runs (all of them or none).
+
+        Raises:
+            QueueFull: they do not fit now.
+        """
+        if self.queued + items > self.max_items:
+            raise self.refusal(items)
+        self.queued += items
+        try:
+            yield
+        finally:
+            self.queued -= items
+            self._answered.append((self._clock(), items))
+
+
+class Drain:
+    """The server's drain: requests in flight, and the state SIGTERM moves through.
+
+    ``draining`` is True from the signal on: the middleware refuses new requests with 503 and ``/readyz`` answers
+    503. ``stop`` is set once ``RLVR_DRAIN_S`` has passed with requests still running: scoring then returns its
+    unfinished items as ``cancelled``. ``force`` is set :data:`CANCEL_GRACE_S` later: whatever is still running is
+    cancelled and answered 503.
+    """
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.in_flight = 0
+        self.stop = asyncio.Event()
+        self.force = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        """Count one request as in flight while the block runs."""
+        self.in_flight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self._idle.set()
+
+    async def run(self, drain_s: float) -> None:
+        """Drain: refuse new work, let requests in flight finish within ``drain_s``, then cancel what is left."""
+        self.draining = True
+        start = time.monotonic()
+        logger.warning(
+            "draining: %d request(s) in flight get up to %g s to finish (RLVR_DRAIN_S); new ones get 503",
+            self.in_flight,
+            drain_s,
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), drain_s)
+        if self.in_flight:
+            logger.warning("drain: %g s passed; cancelling the items of %d request(s)", drain_s, self.in_flight)
+            self.stop.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), CANCEL_GRACE_S)
+        if self.in_flight:
+            logger.warning("drain: cancelling %d request(s) that did not answer (503)", self.in_flight)
+            self.force.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), CANCEL_GRACE_S)
+        logger.warning("drained in %.1f s; shutting down", time.monotonic() - start)
+
+
+_HANDLED = (signal.SIGTERM, signal.SIGINT)
+
+
+def install_drain_on_sigterm(drain: Drain, drain_s: float) -> Callable[[], None]:
+    """Make the first SIGTERM (or SIGINT) of this process run ``drain`` before the server's own shutdown.
+
+    The handler in place (uvicorn's, which starts its graceful shutdown) is kept: when the drain is over it is put
+    back and the signal raised again, so uvicorn shuts down as it would have, with nothing left in flight. A second
+    signal during the drain goes straight to it (so a second Ctrl+C still forces the exit). This works under any
+    server that handles the signal with ``signal.signal`` (``python -m reward_server``, ``uvicorn --workers N``).
+
+    Call it from the running event loop, in the main thread; elsewhere (a test's ``TestClient``) it does nothing.
+    Returns a function that puts the previous handlers back (the lifespan calls it at shutdown).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    previous: dict[int, Any] = {sig: signal.getsignal(sig) for sig in _HANDLED}
+    started: list[int] = []
+    tasks: set[asyncio.Task[None]] = set()
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            if signal.getsignal(sig) is on_signal:
+                signal.signal(sig, handler)
+
+    async def drain_then_exit(sig: int) -> None:
+        try:
+            await drain.run(drain_s)
+        finally:
+            restore()
+            signal.raise_signal(sig)
+
+    def on_signal(sig: int, frame: FrameType | None) -> None:
+        if started:  # a second signal: the server's own handler decides (uvicorn forces the exit on a 2nd SIGINT)
+            handler = previous[sig]
+            if callable(handler):
+                handler(sig, frame)
+            return
+        started.append(sig)
+
+        def start() -> None:
+            # A context of its own: not that of the request the signal happened to interrupt.
+            task = loop.create_task(drain_then_exit(sig), context=contextvars.Context())
+            tasks.add(task)  # a reference, so the task is not collected mid-drain
+            task.add_done_callback(tasks.discard)
+
+        # A signal handler runs between two bytecodes of the main thread, maybe inside the loop's own code:
+        # hand the drain to the loop rather than touch it from here.
+        loop.call_soon_threadsafe(start)
+
+    for sig in _HANDLED:
+        signal.signal(sig, on_signal)
+    return restore

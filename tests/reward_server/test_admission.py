@@ -1,0 +1,140 @@
+"""Admission control and the drain, without a server: the item budget, Retry-After, and score_batch's stop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from reward_server import admission
+from reward_server.admission import Drain, ItemBudget, QueueFull
+from reward_server.rewards import score_batch, validate_batch
+from reward_server.runtime import scoring_runtime
+from reward_server.schemas.rewards import RewardItem
+from reward_server.settings import Settings
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_batch_is_admitted_whole_or_refused_whole() -> None:
+    budget = ItemBudget(100, clock=Clock())
+    with budget.admit(60):
+        assert budget.queued == 60
+        with pytest.raises(QueueFull), budget.admit(41):  # 60 + 41 > 100: none of the 41 is taken
+            pass
+        assert budget.queued == 60
+        with budget.admit(40):  # exactly to the bound
+            assert budget.queued == 100 and budget.full
+    assert budget.queued == 0
+
+
+@pytest.mark.parametrize(
+    ("answered", "queued", "asked", "expected_s", "reason"),
+    [
+        # 50 items answered in the 10 s window: 5 items/s; 80 queued + 40 asked - 100 = 20 too many: 4 s.
+        (50, 80, 40, 4, "excess / rate, rounded up"),
+        # 30 items/10 s = 3/s; 20 too many: 6.67 s -> 7.
+        (30, 80, 40, 7, "rounded up to whole seconds"),
+        # 1000 items/10 s = 100/s; 1 too many: 0.01 s -> the floor of 1 s.
+        (1000, 100, 1, 1, "at least 1 s"),
+        # 10 items/10 s = 1/s; 500 too many: capped at 60 s.
+        (10, 100, 500, 60, "at most 60 s"),
+        (0, 100, 1, admission.UNKNOWN_RATE_RETRY_AFTER_S, "nothing answered yet: a fixed guess"),
+    ],
+)
+def test_retry_after_comes_from_the_answer_rate(
+    answered: int, queued: int, asked: int, expected_s: int, reason: str
+) -> None:
+    clock = Clock()
+    budget = ItemBudget(100, clock=clock)
+    while answered:  # requests answered just now
+        n = min(answered, budget.max_items)
+        with budget.admit(n):
+            pass
+        answered -= n
+    budget.queued = queued
+    assert budget.retry_after_s(asked) == expected_s, reason
+    refusal = budget.refusal(asked)
+    assert refusal.retry_after_s == expected_s and "RLVR_MAX_QUEUED_ITEMS" in str(refusal)
+
+
+def test_answers_older_than_the_window_do_not_count() -> None:
+    clock = Clock()
+    budget = ItemBudget(100, clock=clock)
+    with budget.admit(50):
+        pass
+    clock.now += 11.0  # past the 10 s window
+    assert budget.answer_rate() == 0.0
+    with budget.admit(20):
+        pass
+    assert budget.answer_rate() == pytest.approx(2.0)  # 20 items / 10 s
+
+
+async def test_drain_waits_for_requests_in_flight() -> None:
+    drain = Drain()
+
+    async def request(seconds: float) -> None:
+        with drain.request():
+            await asyncio.sleep(seconds)
+
+    task = asyncio.ensure_future(request(0.2))
+    await asyncio.sleep(0)
+    await drain.run(5.0)
+    assert task.done() and drain.draining
+    assert not drain.stop.is_set() and not drain.force.is_set()
+
+
+async def test_drain_stops_then_forces_what_outlives_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(admission, "CANCEL_GRACE_S", 0.1)
+    drain = Drain()
+    saw: list[str] = []
+
+    async def stubborn() -> None:
+        with drain.request():
+            await drain.stop.wait()
+            saw.append("stop")
+            await drain.force.wait()
+            saw.append("force")
+
+    task = asyncio.ensure_future(stubborn())
+    await asyncio.sleep(0)
+    await drain.run(0.05)
+    assert saw == ["stop", "force"]
+    task.cancel()
+
+
+# Cancels to 4, which only ten-billion-digit arithmetic could show: it runs until its deadline (20 s here).
+HANG = "\\boxed{10^{10^{10}} - 10^{10^{10}} + 4}"
+
+
+async def test_score_batch_returns_unfinished_items_as_cancelled() -> None:
+    settings = Settings(math_workers=2, math_timeout_s=20, preload_language_models=False, sandbox_pool_size=1)
+    items = [
+        RewardItem(id="a", response="\\boxed{4}", ground_truth="4"),
+        RewardItem(id="c", response="\\boxed{5}", ground_truth="4"),
+        RewardItem(id="b", response=HANG, ground_truth="4"),
+        RewardItem(id="d", response=HANG, ground_truth="4"),
+    ]
+    async with scoring_runtime(settings) as ctx:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(3.0, stop.set)
+        start = time.monotonic()
+        results = await score_batch(items, validate_batch(items, None, None), ctx, drain_stop=stop)
+        took_s = time.monotonic() - start
+    assert [r.id for r in results] == ["a", "c", "b", "d"]
+    assert [(r.reward, r.status) for r in results] == [
+        (1.0, "ok"),
+        (0.0, "ok"),
+        (None, "cancelled"),
+        (None, "cancelled"),
+    ]
+    accuracy = results[2].components["accuracy"]
+    assert accuracy.status == "cancelled" and accuracy.score is None and "RLVR_DRAIN_S" in (accuracy.detail or "")
+    assert took_s < 15  # answered at the stop, not after the hangs' 20 s deadline
