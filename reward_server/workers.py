@@ -147,8 +147,8 @@ def _on_cpu_deadline(signum: int, frame: Any) -> None:
     # ITIMER_PROF is sampled on clock ticks, off by 10% and more on a busy machine: check the exact clock
     # and wait out what is left, so an item never gets less than its time.
     left = _cpu_deadline - _clock()
-    if left > 1e-3:
-        signal.setitimer(_timer(), left)
+    if left > 0:
+        signal.setitimer(_timer(), max(left, 1e-4))
         return
     _deadline_fired = True
     raise _ItemDeadline
