@@ -272,12 +272,13 @@ def test_micro_batches_sum_to_the_batch_loss_with_rows_left_out(loss_type: str) 
     per_token = torch.randn(4, 5, generator=gen)
     mask = torch.ones(4, 5)
     mask[1] = 0  # a null reward in the first micro-batch only
-    kw = {"max_completion_length": 5, "num_items_in_batch": mask.sum(), "num_completions_in_batch": 3}
+    kw: dict[str, Any] = {"max_completion_length": 5, "num_items_in_batch": mask.sum(), "num_completions_in_batch": 3}
     whole = aggregate_loss(per_token, mask, loss_type, **kw)  # type: ignore[arg-type]
-    halves = sum(
+    first, second = (
         aggregate_loss(per_token[i : i + 2], mask[i : i + 2], loss_type, gradient_accumulation_steps=2, **kw)  # type: ignore[arg-type]
         for i in (0, 2)
     )
+    halves = float(first + second)
     assert float(halves) == pytest.approx(whole.item(), abs=1e-6)
 
 
@@ -464,9 +465,9 @@ def test_sampling_support_is_what_transformers_samples_from(top_k: int, top_p: f
     logits[0, :3] = 1.5  # ties at the k-th value
     scores = logits.clone()
     if top_k:
-        scores = TopKLogitsWarper(top_k)(None, scores)  # type: ignore[arg-type]
+        scores = TopKLogitsWarper(top_k)(None, scores)
     if top_p < 1:
-        scores = TopPLogitsWarper(top_p)(None, scores)  # type: ignore[arg-type]
+        scores = TopPLogitsWarper(top_p)(None, scores)
     support = sampling_support(logits, top_k, top_p)
     assert support is not None
     assert torch.equal(support, torch.isfinite(scores))
