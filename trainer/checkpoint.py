@@ -6,7 +6,7 @@ Layout of ``output_dir/checkpoint-<step>/``:
   the policy directly for evaluation or serving;
 * ``trainer_state.pt``: optimizer and scheduler state, the step, and the Python, NumPy and torch (CPU and CUDA)
   RNG states, so sampling after a resume draws what the uninterrupted run would have drawn;
-* ``grpo_config.yaml``: the config of the run that wrote it.
+* ``grpo_config.yaml`` (``sft_config.yaml`` for SFT): the config of the run that wrote it.
 
 A checkpoint is written to a temporary directory and renamed into place, so a crash mid-save never leaves a
 half checkpoint that ``latest`` would pick.
@@ -61,10 +61,12 @@ def save_checkpoint(
     config: dict[str, Any],
     save_total_limit: int | None = None,
     rng: dict[str, Any] | None = None,
+    config_file: str = "grpo_config.yaml",
 ) -> Path:
     """Write ``output_dir/checkpoint-<step>`` and prune old ones beyond ``save_total_limit``.
 
     ``rng`` is the RNG state to store (what :func:`rng_state` returned earlier); ``None`` stores the current one.
+    ``config`` is written as YAML to ``config_file`` (``sft_config.yaml`` for ``python -m trainer sft``).
     A checkpoint saved when a step failed part-way stores the state from the start of that step, so that the
     resumed run draws what an uninterrupted one would have drawn.
 
@@ -87,7 +89,7 @@ def save_checkpoint(
         },
         tmp / STATE_FILE,
     )
-    (tmp / "grpo_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (tmp / config_file).write_text(yaml.safe_dump(config, sort_keys=False))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     if save_total_limit is not None:

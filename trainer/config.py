@@ -1,8 +1,11 @@
-"""The trainer's one config: a frozen dataclass, loaded from YAML and validated before anything starts.
+"""The trainer's configs: frozen dataclasses, loaded from YAML and validated before anything starts.
 
-Knob names follow TRL's ``GRPOConfig`` where they mean the same thing (``num_generations``, ``beta``,
-``epsilon``, ``loss_type`` ...), so a TRL recipe carries over. Each field has a one-line docstring under it
-(``python -m trainer fields`` prints them). Validation errors say which value is wrong and how to fix it.
+:class:`GRPOConfig` is ``python -m trainer train``'s, :class:`SFTConfig` ``sft``'s and :class:`SampleConfig`
+``sample``'s; they share the loader, the ``--set`` overrides, the type checks and the names of the options they
+have in common. Knob names follow TRL's ``GRPOConfig`` and ``SFTConfig`` where they mean the same thing
+(``num_generations``, ``beta``, ``epsilon``, ``loss_type``, ``completion_only_loss`` ...), so a TRL recipe
+carries over. Each field has a one-line docstring under it (``python -m trainer fields [train|sft|sample]``
+prints them). Validation errors say which value is wrong and how to fix it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import math
 import types
 import typing
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -24,8 +26,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from trainer.grpo import LOSS_TYPES, SCALE_REWARDS, LossType, ScaleRewards
-
-LR_SCHEDULERS = ("constant", "linear", "cosine")
+from trainer.optim import LR_SCHEDULERS
 
 #: Names other trainers use for our knobs, so a ported config gets a useful "did you mean".
 _ALIASES = {
@@ -162,8 +163,8 @@ class GRPOConfig:
     """Clip the global gradient norm to this before each optimizer step (0 disables clipping)."""
     warmup_steps: int = 0
     """Optimizer steps of linear learning-rate warm-up from 0."""
-    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
-    """Learning-rate schedule after warm-up: ``constant``, ``linear`` decay to 0, or ``cosine`` decay to 0."""
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule after warm-up: ``linear`` decay to 0 (TRL's default), ``cosine`` or ``constant``."""
 
     # ------------------------------------------------------------------ GRPO
     beta: float = 0.0
@@ -239,7 +240,281 @@ class GRPOConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (tuples as lists), ready for YAML or JSON."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """``python -m trainer sft``: supervised fine-tuning with the loss on completion tokens only (the cold start)."""
+
+    # ------------------------------------------------------------------ model and data
+    model_name_or_path: str
+    """Model to fine-tune: a Hugging Face model directory (or hub id) loadable with ``AutoModelForCausalLM``."""
+    train_data: str
+    """Rows of ``prompt`` and ``completion``, or of chat ``messages`` (.jsonl, .json, .parquet, .csv, a dataset)."""
+    tokenizer_name_or_path: str | None = None
+    """Tokenizer to use; ``None`` takes the one stored with ``model_name_or_path``."""
+    train_split: str = "train"
+    """Split to read when ``train_data`` is a ``datasets`` dataset with several splits."""
+    eval_data: str | None = None
+    """Held-out rows (same formats) for ``eval/loss``; ``None`` disables evaluation."""
+    eval_split: str = "test"
+    """Split to read when ``eval_data`` is a ``datasets`` dataset with several splits."""
+    prompt_column: str = "prompt"
+    """Column of the prompt: a string, or chat messages; rendered exactly as ``train`` renders GRPO prompts."""
+    completion_column: str = "completion"
+    """Column of the completion: a string, or a list with one assistant message."""
+    messages_column: str = "messages"
+    """Column of chat messages, used when a row has no prompt: the last (assistant) message is the completion."""
+    apply_chat_template: bool = True
+    """Render prompts with the tokenizer's chat template when it has one (a string becomes one user message)."""
+    max_prompt_length: int | None = 512
+    """Prompt tokens kept (the end is kept, the start cut, as in ``train``); ``None`` keeps all."""
+    max_completion_length: int | None = 1024
+    """Completion tokens kept, EOS included (the start is kept); ``None`` keeps all."""
+
+    # ------------------------------------------------------------------ length and batch
+    num_train_epochs: float = 1.0
+    """Passes over ``train_data`` (fractions allowed); ``max_steps`` overrides it when set."""
+    max_steps: int | None = None
+    """Optimizer steps; ``None`` takes ``num_train_epochs`` passes over the rows."""
+    batch_size: int = 32
+    """Rows per optimizer step (all micro-batches together)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step; ``batch_size`` rows are split evenly between them."""
+
+    # ------------------------------------------------------------------ optimisation
+    learning_rate: float = 2e-5
+    """Peak AdamW learning rate (TRL's SFT default)."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.999
+    """AdamW beta2."""
+    adam_epsilon: float = 1e-8
+    """AdamW epsilon."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this before each optimizer step (0 disables clipping)."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear learning-rate warm-up (the first runs at lr / (warmup_steps + 1), not 0)."""
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule after warm-up: ``linear`` decay to 0 (TRL's default), ``cosine`` or ``constant``."""
+
+    # ------------------------------------------------------------------ evaluation, logging, checkpoints
+    seed: int = 42
+    """Seed of Python, NumPy and torch, and of the row order (a fresh permutation per epoch)."""
+    output_dir: str = "runs/sft"
+    """Directory for metrics (``metrics.jsonl``, TensorBoard) and checkpoints."""
+    eval_steps: int = 0
+    """Held-out loss every this many steps (0: at the start and the end only, when ``eval_data`` is set)."""
+    eval_batch_size: int = 64
+    """Held-out rows per forward pass."""
+    save_steps: int = 0
+    """Save a checkpoint every this many steps (0: only at the end)."""
+    save_total_limit: int | None = None
+    """Keep only the newest this many checkpoints; ``None`` keeps all."""
+    resume_from_checkpoint: str | None = None
+    """A checkpoint directory to continue from, or ``latest`` for the newest one in ``output_dir``."""
+    report_to_tensorboard: bool = True
+    """Also write metrics as TensorBoard events under ``output_dir/tensorboard``."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar with the latest loss."""
+
+    # ------------------------------------------------------------------ hardware
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train: ``auto`` picks CUDA when present."""
+    bf16: bool | None = None
+    """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save GPU memory (CUDA only)."""
+    torch_num_threads: int | None = None
+    """CPU threads for torch (``None`` keeps torch's default)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_positive(self, "batch_size", "gradient_accumulation_steps", "eval_batch_size")
+        if self.batch_size % self.gradient_accumulation_steps:
+            raise _fix(
+                "gradient_accumulation_steps",
+                self.gradient_accumulation_steps,
+                f"must divide batch_size ({self.batch_size}) so micro-batches are equal",
+                f"Choose one of {[d for d in range(1, self.batch_size + 1) if self.batch_size % d == 0]}.",
+            )
+        for name in ("max_prompt_length", "max_completion_length", "max_steps"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise _fix(name, getattr(self, name), "must be >= 1 or null", "Use null for no limit.")
+        if self.num_train_epochs <= 0:
+            raise _fix("num_train_epochs", self.num_train_epochs, "must be > 0", "Use 1 for one pass over the rows.")
+        _check_optimizer(self)
+        _check_non_negative(self, "eval_steps", "save_steps")
+        _check_run(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, ready for YAML or JSON."""
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """``python -m trainer sample``: rejection sampling (DeepSeek-R1's phase 3) into an SFT dataset."""
+
+    # ------------------------------------------------------------------ model and data
+    model_name_or_path: str
+    """Policy to sample from: a checkpoint directory (``from_pretrained`` format) or a hub id."""
+    data: str
+    """Prompt rows in ``train``'s format (prompt, ground_truth, task ...): .jsonl, .json, .parquet, .csv, a dataset."""
+    tokenizer_name_or_path: str | None = None
+    """Tokenizer to use; ``None`` takes the one stored with ``model_name_or_path``."""
+    split: str = "train"
+    """Split to read when ``data`` is a ``datasets`` dataset with several splits."""
+    prompt_column: str = "prompt"
+    """Column holding the prompt: a string, or a list of chat messages ``{"role", "content"}``."""
+    apply_chat_template: bool = True
+    """Render prompts with the tokenizer's chat template when it has one (a string becomes one user message)."""
+    max_prompts: int | None = None
+    """Sample only the first this many rows; ``None`` uses all."""
+    output_dir: str = "runs/sample"
+    """Where ``kept.jsonl`` (the SFT dataset), ``summary.json`` and, if asked, ``samples.jsonl`` are written."""
+
+    # ------------------------------------------------------------------ reward server
+    reward_server_urls: tuple[str, ...] = ("http://127.0.0.1:8000",)
+    """Reward server base URLs; requests are balanced over them and fail over between them."""
+    reward_components: dict[str, Any] | None = None
+    """Request-level components, e.g. ``{accuracy: 1.0, format: 0.5}``; a row's ``components`` column overrides."""
+    reward_preset: str | None = None
+    """Request-level preset (``r1_zero``, ``r1``); ``None`` lets components (or the server default) decide."""
+    reward_timeout_s: float = 120.0
+    """Timeout of one ``POST /v1/rewards`` request, in seconds."""
+    reward_max_retries: int = 5
+    """Retries of a failed reward request (connection errors, 429, 503) before the command stops."""
+    reward_wait_ready_s: float = 120.0
+    """How long to wait at start for every reward server's ``/readyz``, in seconds."""
+
+    # ------------------------------------------------------------------ sampling
+    num_generations: int = 16
+    """Completions sampled per prompt (``n`` of pass@k; DeepSeek-R1 samples several and keeps the correct ones)."""
+    chunk_prompts: int = 8
+    """Prompts per ``generate`` call; each finished chunk is scored while the next one generates."""
+    max_prompt_length: int | None = 512
+    """Prompt tokens kept (the end is kept, the start cut); ``None`` keeps all."""
+    max_completion_length: int = 512
+    """Most tokens generated per completion; a completion that reaches it without EOS is truncated."""
+    temperature: float = 1.0
+    """Sampling temperature; 0 decodes greedily (then every completion of a prompt is the same)."""
+    top_p: float = 1.0
+    """Nucleus sampling: keep the smallest token set with this much probability (1.0 keeps all)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens when sampling (0 keeps all)."""
+
+    # ------------------------------------------------------------------ what is kept
+    reward_threshold: float = 1.0
+    """Keep a completion whose score is at least this (a null score is never kept)."""
+    threshold_component: str | None = None
+    """Compare this component's score with ``reward_threshold`` (e.g. ``accuracy``); ``None`` uses the reward."""
+    keep_truncated: bool = False
+    """Also keep completions that hit ``max_completion_length`` without EOS (an SFT target should end)."""
+    max_kept_per_prompt: int | None = None
+    """Keep at most this many completions of one prompt (the first ones sampled); ``None`` keeps all."""
+    deduplicate: bool = True
+    """Keep one copy of completions of the same prompt that are equal up to whitespace."""
+    pass_at_k: tuple[int, ...] | None = None
+    """The k of the pass@k figures (each <= num_generations); ``None`` reports k = 1 and k = num_generations."""
+    save_samples: bool = False
+    """Also write every completion with its reward to ``samples.jsonl`` (to audit what was dropped)."""
+
+    # ------------------------------------------------------------------ run
+    seed: int = 42
+    """Seed of Python, NumPy and torch: the same seed samples the same completions on one machine."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar over prompts with the running pass@1 and kept fraction."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to generate: ``auto`` picks CUDA when present."""
+    bf16: bool | None = None
+    """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
+    torch_num_threads: int | None = None
+    """CPU threads for torch (``None`` keeps torch's default)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_positive(self, "num_generations", "chunk_prompts", "max_completion_length")
+        if self.max_prompts is not None and self.max_prompts < 1:
+            raise _fix("max_prompts", self.max_prompts, "must be >= 1 or null", "Use null to sample every row.")
+        if self.max_kept_per_prompt is not None and self.max_kept_per_prompt < 1:
+            raise _fix("max_kept_per_prompt", self.max_kept_per_prompt, "must be >= 1 or null", "Use null for no cap.")
+        _check_sampling(self, training=False)
+        _check_reward_client(self)
+        for k in self.ks:
+            if not 1 <= k <= self.num_generations:
+                raise _fix(
+                    "pass_at_k",
+                    list(self.pass_at_k or ()),
+                    f"every k must be between 1 and num_generations ({self.num_generations})",
+                    "pass@k needs at least k samples of each prompt; raise num_generations or lower k.",
+                )
+        _check_run(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (tuples as lists), ready for YAML or JSON."""
+        return _plain(self)
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """The k of the pass@k figures, with the default resolved."""
+        return self.pass_at_k if self.pass_at_k is not None else tuple(sorted({1, self.num_generations}))
+
+
+C = typing.TypeVar("C", GRPOConfig, SFTConfig, SampleConfig)
+
+#: Per config class: other trainers' names for its knobs (for "did you mean") and options it refuses with a hint.
+_TABLES: dict[type, tuple[dict[str, str], dict[str, str]]] = {
+    GRPOConfig: (_ALIASES, _UNSUPPORTED),
+    SFTConfig: (
+        {
+            "lr": "learning_rate",
+            "per_device_train_batch_size": "batch_size",
+            "dataset": "train_data",
+            "train_dataset": "train_data",
+            "eval_dataset": "eval_data",
+            "model": "model_name_or_path",
+            "max_seq_length": "max_completion_length",
+            "max_length": "max_completion_length",
+            "lr_scheduler": "lr_scheduler_type",
+            "warmup": "warmup_steps",
+            "grad_clip": "max_grad_norm",
+            "epochs": "num_train_epochs",
+        },
+        {
+            "completion_only_loss": "the loss is always on completion tokens only (TRL's completion_only_loss)",
+            "assistant_only_loss": "with chat messages the loss is on the last (assistant) message only",
+            "packing": "rows are padded, not packed",
+            "dataset_text_field": "give prompt and completion columns, or chat messages",
+            "logging_steps": "metrics are logged every step",
+            "warmup_ratio": "set warmup_steps",
+        },
+    ),
+    SampleConfig: (
+        {
+            "model": "model_name_or_path",
+            "dataset": "data",
+            "train_data": "data",
+            "k": "num_generations",
+            "n": "num_generations",
+            "num_samples": "num_generations",
+            "threshold": "reward_threshold",
+            "max_new_tokens": "max_completion_length",
+            "rollout_chunk_prompts": "chunk_prompts",
+        },
+        {},
+    ),
+}
+_COMMANDS: dict[type, str] = {GRPOConfig: "train", SFTConfig: "sft", SampleConfig: "sample"}
+#: ``python -m trainer fields COMMAND`` prints the options of this class.
+CONFIG_CLASSES: dict[str, type] = {name: cls for cls, name in _COMMANDS.items()}
+
+
+def _plain(c: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(c).items()}
 
 
 def _fix(name: str, value: Any, rule: str, hint: str) -> ConfigError:
@@ -248,7 +523,8 @@ def _fix(name: str, value: Any, rule: str, hint: str) -> ConfigError:
 
 def _validate(c: GRPOConfig) -> None:
     """Cross-field and range checks; each error names the field, the rule and a value that works."""
-    positive_ints = (
+    _check_positive(
+        c,
         "max_steps",
         "prompt_batch_size",
         "gradient_accumulation_steps",
@@ -257,9 +533,6 @@ def _validate(c: GRPOConfig) -> None:
         "eval_num_generations",
         "eval_chunk_prompts",
     )
-    for name in positive_ints:
-        if getattr(c, name) < 1:
-            raise _fix(name, getattr(c, name), "must be >= 1", f"Set {name}: 1 or more.")
     if c.num_generations < 2:
         raise _fix(
             "num_generations",
@@ -283,32 +556,14 @@ def _validate(c: GRPOConfig) -> None:
             f"must be between 1 and prompt_batch_size ({c.prompt_batch_size})",
             "Use null for the default, or a smaller number for more overlap of generation and scoring.",
         )
-    if c.max_prompt_length is not None and c.max_prompt_length < 1:
-        raise _fix("max_prompt_length", c.max_prompt_length, "must be >= 1 or null", "Use null to keep whole prompts.")
-    if c.temperature <= 0:
-        raise _fix(
-            "temperature", c.temperature, "must be > 0 for training (GRPO needs sampled, diverse groups)", "Use 1.0."
-        )
+    _check_sampling(c, training=True)
     if c.eval_temperature < 0:
         raise _fix("eval_temperature", c.eval_temperature, "must be >= 0", "Use 0 for greedy decoding.")
-    if not 0 < c.top_p <= 1:
-        raise _fix("top_p", c.top_p, "must be in (0, 1]", "Use 1.0 to keep every token.")
-    if c.top_k < 0:
-        raise _fix("top_k", c.top_k, "must be >= 0", "Use 0 to keep every token.")
-    if not 0 < c.learning_rate < 1:
-        raise _fix("learning_rate", c.learning_rate, "must be in (0, 1)", "Typical GRPO values are 1e-6 to 1e-5.")
-    for name in ("weight_decay", "max_grad_norm", "beta", "reward_wait_ready_s"):
-        if getattr(c, name) < 0:
-            raise _fix(name, getattr(c, name), "must be >= 0", f"Set {name}: 0 to turn it off.")
-    for name in ("adam_beta1", "adam_beta2"):
-        if not 0 <= getattr(c, name) < 1:
-            raise _fix(name, getattr(c, name), "must be in [0, 1)", "The usual values are 0.9 and 0.999.")
-    if c.adam_epsilon <= 0 or c.reward_timeout_s <= 0:
-        bad = "adam_epsilon" if c.adam_epsilon <= 0 else "reward_timeout_s"
-        raise _fix(bad, getattr(c, bad), "must be > 0", "Keep the default.")
-    if c.warmup_steps < 0 or c.reward_max_retries < 0 or c.eval_steps < 0 or c.save_steps < 0:
-        bad = next(n for n in ("warmup_steps", "reward_max_retries", "eval_steps", "save_steps") if getattr(c, n) < 0)
-        raise _fix(bad, getattr(c, bad), "must be >= 0", "Use 0 to turn it off.")
+    _check_optimizer(c)
+    if c.beta < 0:
+        raise _fix("beta", c.beta, "must be >= 0", "Set beta: 0 to turn it off.")
+    _check_reward_client(c)
+    _check_non_negative(c, "eval_steps", "save_steps")
     if not 0 <= c.epsilon < 1:
         raise _fix("epsilon", c.epsilon, "must be in [0, 1)", "DeepSeekMath and TRL use 0.2.")
     if c.epsilon_high is not None and c.epsilon_high < c.epsilon:
@@ -327,13 +582,67 @@ def _validate(c: GRPOConfig) -> None:
         if isinstance(c.scale_rewards, bool):
             hint = f"TRL's boolean form: write {'group' if c.scale_rewards else 'none'!r} for {c.scale_rewards}."
         raise _fix("scale_rewards", c.scale_rewards, f"must be one of {SCALE_REWARDS}", hint)
-    if not 0 <= c.seed < 2**32:
-        raise _fix("seed", c.seed, "must be in [0, 2**32)", "NumPy seeds only take that range; use e.g. 42.")
-    _check_components(c.reward_components)
+    _check_run(c)
+    if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
+        raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
+
+
+# ------------------------------------------------------------------------ checks shared by the configs
+
+
+def _check_positive(c: Any, *names: str) -> None:
+    for name in names:
+        if getattr(c, name) < 1:
+            raise _fix(name, getattr(c, name), "must be >= 1", f"Set {name}: 1 or more.")
+
+
+def _check_non_negative(c: Any, *names: str) -> None:
+    for name in names:
+        if getattr(c, name) < 0:
+            raise _fix(name, getattr(c, name), "must be >= 0", "Use 0 to turn it off.")
+
+
+def _check_sampling(c: Any, *, training: bool) -> None:
+    """``temperature``, ``top_p``, ``top_k`` and ``max_prompt_length`` of a config that samples."""
+    if c.max_prompt_length is not None and c.max_prompt_length < 1:
+        raise _fix("max_prompt_length", c.max_prompt_length, "must be >= 1 or null", "Use null to keep whole prompts.")
+    if training and c.temperature <= 0:
+        raise _fix(
+            "temperature", c.temperature, "must be > 0 for training (GRPO needs sampled, diverse groups)", "Use 1.0."
+        )
+    if c.temperature < 0:
+        raise _fix("temperature", c.temperature, "must be >= 0", "Use 0 for greedy decoding, 1.0 to sample.")
+    if not 0 < c.top_p <= 1:
+        raise _fix("top_p", c.top_p, "must be in (0, 1]", "Use 1.0 to keep every token.")
+    if c.top_k < 0:
+        raise _fix("top_k", c.top_k, "must be >= 0", "Use 0 to keep every token.")
+
+
+def _check_optimizer(c: Any) -> None:
+    """The AdamW and schedule fields that ``GRPOConfig`` and ``SFTConfig`` share."""
+    if not 0 < c.learning_rate < 1:
+        raise _fix("learning_rate", c.learning_rate, "must be in (0, 1)", "Typical GRPO values are 1e-6 to 1e-5.")
+    for name in ("weight_decay", "max_grad_norm"):
+        if getattr(c, name) < 0:
+            raise _fix(name, getattr(c, name), "must be >= 0", f"Set {name}: 0 to turn it off.")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0 <= getattr(c, name) < 1:
+            raise _fix(name, getattr(c, name), "must be in [0, 1)", "The usual values are 0.9 and 0.999.")
+    if c.adam_epsilon <= 0:
+        raise _fix("adam_epsilon", c.adam_epsilon, "must be > 0", "Keep the default.")
+    _check_non_negative(c, "warmup_steps")
     if c.lr_scheduler_type not in LR_SCHEDULERS:
-        raise _fix("lr_scheduler_type", c.lr_scheduler_type, f"must be one of {LR_SCHEDULERS}", "Use 'constant'.")
-    if c.device not in ("auto", "cpu", "cuda"):
-        raise _fix("device", c.device, "must be auto, cpu or cuda", "Use auto.")
+        raise _fix("lr_scheduler_type", c.lr_scheduler_type, f"must be one of {LR_SCHEDULERS}", "Use 'linear'.")
+
+
+def _check_reward_client(c: Any) -> None:
+    """The reward-server fields that ``GRPOConfig`` and ``SampleConfig`` share."""
+    if c.reward_wait_ready_s < 0:
+        raise _fix("reward_wait_ready_s", c.reward_wait_ready_s, "must be >= 0", "Set reward_wait_ready_s: 0.")
+    if c.reward_timeout_s <= 0:
+        raise _fix("reward_timeout_s", c.reward_timeout_s, "must be > 0", "Keep the default.")
+    _check_non_negative(c, "reward_max_retries")
+    _check_components(c.reward_components)
     if not c.reward_server_urls:
         raise _fix(
             "reward_server_urls",
@@ -343,10 +652,16 @@ def _validate(c: GRPOConfig) -> None:
         )
     for url in c.reward_server_urls:
         _check_url(url)
-    if c.save_total_limit is not None and c.save_total_limit < 1:
+
+
+def _check_run(c: Any) -> None:
+    """Seed, checkpoints and hardware fields; each config checks the ones it has."""
+    if not 0 <= c.seed < 2**32:
+        raise _fix("seed", c.seed, "must be in [0, 2**32)", "NumPy seeds only take that range; use e.g. 42.")
+    if c.device not in ("auto", "cpu", "cuda"):
+        raise _fix("device", c.device, "must be auto, cpu or cuda", "Use auto.")
+    if getattr(c, "save_total_limit", None) is not None and c.save_total_limit < 1:
         raise _fix("save_total_limit", c.save_total_limit, "must be >= 1 or null", "Use null to keep every checkpoint.")
-    if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
-        raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
     if c.torch_num_threads is not None and c.torch_num_threads < 1:
         raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
 
@@ -388,9 +703,13 @@ def _check_components(components: dict[str, Any] | None) -> None:
 # ---------------------------------------------------------------------------------------------------- type checks
 
 
-@cache
-def _hints() -> dict[str, Any]:
-    return typing.get_type_hints(GRPOConfig)
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def _describe(tp: Any) -> str:
@@ -426,10 +745,10 @@ def _matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp)
 
 
-def _check_types(c: GRPOConfig) -> None:
+def _check_types(c: Any) -> None:
     for f in dataclasses.fields(c):
         value = getattr(c, f.name)
-        tp = _hints()[f.name]
+        tp = _hints(type(c))[f.name]
         if typing.get_origin(tp) is Literal:
             continue  # _validate names the allowed values with a hint
         if not _matches(value, tp):
@@ -447,9 +766,9 @@ def _check_types(c: GRPOConfig) -> None:
             raise ConfigError(f"{f.name}={value!r}: must not be empty; {hint}.")
 
 
-def _coerce(name: str, value: Any) -> Any:
+def _coerce(cls: type, name: str, value: Any) -> Any:
     """YAML-level conveniences: ``1e-5`` (PyYAML reads it as a string) to float, lists to tuples."""
-    tp = _hints()[name]
+    tp = _hints(cls)[name]
     accepts_float = tp is float or (typing.get_origin(tp) in (types.UnionType,) and float in typing.get_args(tp))
     if accepts_float and isinstance(value, str):
         try:
@@ -458,7 +777,8 @@ def _coerce(name: str, value: Any) -> Any:
             return value
     if accepts_float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, list) and typing.get_origin(tp) is tuple:
+    members = typing.get_args(tp) if typing.get_origin(tp) in (types.UnionType,) else (tp,)
+    if isinstance(value, list) and any(typing.get_origin(m) is tuple for m in members):
         return tuple(value)
     if name == "reward_server_urls" and isinstance(value, str):
         return (value,)
@@ -468,32 +788,41 @@ def _coerce(name: str, value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------- loading
 
 
-def config_from_dict(values: dict[str, Any], *, source: str = "config") -> GRPOConfig:
-    """Build and validate a :class:`GRPOConfig` from plain values.
+def config_from_dict(values: dict[str, Any], *, source: str = "config", cls: type[C] = GRPOConfig) -> C:  # type: ignore[assignment]
+    """Build and validate a config (:class:`GRPOConfig` unless ``cls`` names another) from plain values.
 
     Raises:
         ConfigError: an unknown key (with the closest known name), a missing required key, a wrong type or an
             invalid value.
     """
-    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+    known = {f.name for f in dataclasses.fields(cls)}
+    aliases, unsupported = _TABLES.get(cls, ({}, {}))
+    command = _COMMANDS.get(cls, "train")
     for key in values:
         if not isinstance(key, str):
             raise ConfigError(f"option names are strings; got {key!r} in {source}")
         if key not in known:
-            if key in _UNSUPPORTED:
-                raise ConfigError(f"option {key!r} in {source} is not supported: {_UNSUPPORTED[key]}.")
-            close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
+            if key in unsupported:
+                raise ConfigError(f"option {key!r} in {source} is not supported: {unsupported[key]}.")
+            close = [aliases[key]] if key in aliases else difflib.get_close_matches(key, known, n=1)
+            hint = (
+                f" Did you mean {close[0]!r}?" if close else f" Run `python -m trainer fields {command}` for the list."
+            )
             raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
-    required = [f.name for f in dataclasses.fields(GRPOConfig) if f.default is dataclasses.MISSING]
+    required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
     missing = [k for k in required if k not in values]
     if missing:
-        raise ConfigError(f"{source} lacks required option(s) {missing}: {', '.join(field_docs()[k] for k in missing)}")
-    return GRPOConfig(**{k: _coerce(k, v) for k, v in values.items()})
+        docs = field_docs(cls)
+        raise ConfigError(f"{source} lacks required option(s) {missing}: {', '.join(docs[k] for k in missing)}")
+    return cls(**{k: _coerce(cls, k, v) for k, v in values.items()})
 
 
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GRPOConfig:
-    """Read a YAML config, apply ``overrides`` (e.g. from ``--set key=value``), validate.
+def load_config(
+    path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    cls: type[C] = GRPOConfig,  # type: ignore[assignment]
+) -> C:
+    """Read a YAML config, apply ``overrides`` (e.g. from ``--set key=value``), validate as ``cls``.
 
     Relative paths in the file stay relative to the current directory, as on the command line.
 
@@ -513,7 +842,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GR
     if not isinstance(values, dict):
         raise ConfigError(f"{path} must hold a YAML mapping of option: value, got {type(values).__name__}")
     values.update(overrides or {})
-    return config_from_dict(values, source=str(path))
+    return config_from_dict(values, source=str(path), cls=cls)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -556,10 +885,18 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-@cache
-def field_docs() -> dict[str, str]:
+def field_docs(cls: type = GRPOConfig) -> dict[str, str]:
     """Each field's one-line docstring, read from this module's source (the string under the field)."""
-    tree = ast.parse(inspect.getsource(GRPOConfig))
+    if cls not in _DOCS:
+        _DOCS[cls] = _read_field_docs(cls)
+    return _DOCS[cls]
+
+
+_DOCS: dict[type, dict[str, str]] = {}
+
+
+def _read_field_docs(cls: type) -> dict[str, str]:
+    tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for node, nxt in itertools.pairwise(body):
@@ -574,4 +911,14 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
-__all__ = ["ConfigError", "GRPOConfig", "config_from_dict", "field_docs", "load_config", "parse_overrides"]
+__all__ = [
+    "CONFIG_CLASSES",
+    "ConfigError",
+    "GRPOConfig",
+    "SFTConfig",
+    "SampleConfig",
+    "config_from_dict",
+    "field_docs",
+    "load_config",
+    "parse_overrides",
+]

@@ -34,6 +34,16 @@ def load_rows(source: str, split: str, prompt_column: str = "prompt") -> list[di
     Raises:
         DataError: no such file, unreadable file, empty data, or a bad row.
     """
+    rows = read_rows(source, split)
+    return [check_row(row, prompt_column, where=f"{source} row {i}") for i, row in enumerate(rows)]
+
+
+def read_rows(source: str, split: str) -> list[dict[str, Any]]:
+    """The rows of ``source`` as plain dicts, unchecked (formats as :func:`load_rows`; ``sft`` checks its own).
+
+    Raises:
+        DataError: no such file, an unreadable file, or no rows.
+    """
     path = Path(source)
     if path.is_file() and path.suffix in (".jsonl", ".json", ".ndjson", ""):
         rows = _read_json_rows(path)
@@ -41,7 +51,7 @@ def load_rows(source: str, split: str, prompt_column: str = "prompt") -> list[di
         rows = _read_dataset(source, path, split)
     if not rows:
         raise DataError(f"{source} holds no rows")
-    return [check_row(row, prompt_column, where=f"{source} row {i}") for i, row in enumerate(rows)]
+    return rows
 
 
 def _read_dataset(source: str, path: Path, split: str) -> list[dict[str, Any]]:
