@@ -59,6 +59,20 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+def _run_cli(command: str, config: dict[str, object], path: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m trainer COMMAND --config path`` with ``config`` written there; fails the test on a non-zero exit."""
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer", command, "--config", str(path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 @pytest.fixture(scope="module")
 def answering_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Qwen2 that answers ``<answer>a+b</answer>`` or ``<answer>a+b+1</answer>``, about half each."""
@@ -98,17 +112,7 @@ def test_two_steps_against_a_live_server_change_the_parameters(
         "torch_num_threads": 1,
         "progress_bar": False,
     }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "train", "--config", str(path)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _run_cli("train", config, tmp_path / "config.yaml")
 
     rows_logged = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows_logged] == [0, 1, 2]
@@ -144,16 +148,7 @@ def test_rejection_sampling_then_sft_against_a_live_server(
         "torch_num_threads": 1,
         "progress_bar": False,
     }
-    path = tmp_path / "sample.yaml"
-    path.write_text(yaml.safe_dump(config))
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "sample", "--config", str(path)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _run_cli("sample", config, tmp_path / "sample.yaml")
     assert "pass@1:" in proc.stdout and "pass@8:" in proc.stdout
     summary = json.loads((tmp_path / "sampled" / "summary.json").read_text())
     kept = [json.loads(line) for line in (tmp_path / "sampled" / "kept.jsonl").read_text().splitlines()]
@@ -180,14 +175,5 @@ def test_rejection_sampling_then_sft_against_a_live_server(
         "torch_num_threads": 1,
         "progress_bar": False,
     }
-    path = tmp_path / "sft.yaml"
-    path.write_text(yaml.safe_dump(sft_config))
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "sft", "--config", str(path)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _run_cli("sft", sft_config, tmp_path / "sft.yaml")
     assert [r["step"] for r in read_metrics(tmp_path / "sft")] == [1, 2]
