@@ -130,6 +130,9 @@ def _pad_right(x: torch.Tensor, width: int, value: int) -> torch.Tensor:
 class GenerationBackend(Protocol):
     """Samples completions. Implementations: :class:`TransformersBackend` (a vLLM one can follow)."""
 
+    pad_token_id: int
+    """The id that pads prompts (on the left) and completions (on the right) in the batches it returns."""
+
     def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
         """Sample ``num_generations`` completions of each prompt; rows ``i*G .. i*G+G-1`` answer prompt ``i``."""
         ...

@@ -1,13 +1,16 @@
-"""The GRPO training loop, to be read top to bottom.
+"""The GRPO training loop, to be read top to bottom: :func:`setup`, then one short function per phase of a step.
 
-One step: (1) sample ``num_generations`` completions for each of ``prompt_batch_size`` prompts, sending each
-finished chunk of groups to the reward server at once; (2) old-policy and reference log-probs, computed while
-the last chunk is being scored; (3) wait for the rewards and turn them into group advantages; (4) update the
-policy ``num_iterations`` times, with gradient accumulation and clipping; (5) log, evaluate, checkpoint.
+1. :func:`sample`: ``num_generations`` completions for each of this rank's prompts, one chunk of prompts at a
+   time; each finished chunk of groups goes to the reward server at once.
+2. :func:`old_and_ref_log_probs`: old-policy and reference log-probs, computed while the last chunk is scored.
+3. :func:`score`: wait for the rewards.
+4. :func:`compute_advantages`: group advantages and the tokens the loss counts.
+5. :func:`update`: ``num_iterations`` optimizer steps, with gradient accumulation and clipping.
+6. :func:`step_metrics` and :func:`end_step`: log, evaluate, checkpoint.
 
 The math is in :mod:`trainer.grpo` (DeepSeekMath arXiv 2402.03300, DAPO 2503.14476, Dr. GRPO 2503.20783);
 rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behind
-:class:`trainer.rollout.GenerationBackend`.
+:class:`trainer.rollout.GenerationBackend`; ranks, sharding and reductions are in :mod:`trainer.distributed`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from reward_server.client import RewardResult, RewardServerError
 from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
 from trainer.config import ConfigError, GRPOConfig
 from trainer.data import DataError, load_rows, prompt_indices, reward_items
+from trainer.distributed import Distributed
 from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss
 from trainer.metrics import MetricsLogger, PhaseTimer
 from trainer.reward_client import RewardScorer
@@ -232,41 +236,87 @@ def evaluate(
     }
 
 
-# ------------------------------------------------------------------------------------------------------------- train
+# ------------------------------------------------------------------------------------------------------------- setup
 
 
-def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainResult:
-    """Run GRPO as ``config`` says and return where the results are.
+@dataclass
+class Run:
+    """Everything the phases of a step share, built once by :func:`setup` (the loop's state between steps).
 
-    Args:
+    Attributes:
         config: the validated config.
-        scorer: a :class:`RewardScorer` to use (tests inject one over a mock transport); by default one is built
-            from ``config.reward_server_urls`` and closed at the end.
+        dist: this process's rank and the reductions across ranks (:mod:`trainer.distributed`).
+        device: where the policy lives.
+        use_bf16: forwards run under bf16 autocast (CUDA only); master weights stay float32.
+        tokenizer: the policy's tokenizer.
+        model: the policy being trained.
+        ref_model: the frozen reference model, or ``None`` when ``beta == 0``.
+        optimizer, scheduler: AdamW and its learning-rate schedule.
+        backend: what samples completions.
+        sampling: the training sampling knobs.
+        scorer: the reward client; ``own_scorer`` says whether :func:`train` built it (and closes it).
+        metrics_log: the metrics file and TensorBoard writer, on the main process only.
+        train_rows, eval_rows: the prompts (eval rows already cut to ``eval_max_prompts``).
+        checkpoint: the checkpoint resumed from, or ``None``.
+        start_step: the first step to run (0, or the resumed checkpoint's step).
+        output_dir, run_name: the run directory and its name (the prefix of reward item ids).
+        micro: the micro-batches of a step's completions, as row slices.
+        history: every metrics row logged by this process.
+    """
+
+    config: GRPOConfig
+    dist: Distributed
+    device: torch.device
+    use_bf16: bool
+    tokenizer: PreTrainedTokenizerBase
+    model: PreTrainedModel
+    ref_model: PreTrainedModel | None
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    backend: GenerationBackend
+    sampling: SamplingParams
+    scorer: RewardScorer
+    own_scorer: bool
+    metrics_log: MetricsLogger | None
+    train_rows: list[dict[str, Any]]
+    eval_rows: list[dict[str, Any]]
+    checkpoint: Path | None
+    start_step: int
+    output_dir: Path
+    run_name: str
+    micro: list[slice]
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast on CUDA when ``use_bf16``; otherwise nothing."""
+        return torch.autocast("cuda", dtype=torch.bfloat16) if self.use_bf16 else contextlib.nullcontext()
+
+
+def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = None) -> Run:
+    """Check the data, load the models, build the optimizer and the reward client, restore a checkpoint.
+
+    Data and prompts are checked before any model loads: a bad row should not cost minutes of loading first.
 
     Raises:
-        reward_server.client.RewardServerError: the reward server refused a batch or stayed unreachable.
         trainer.data.DataError: unusable data.
+        ConfigError: a model or tokenizer that does not load or does not fit together; a checkpoint past
+            ``max_steps``.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
-    # ---------------------------------------------------------------- setup
     if config.torch_num_threads is not None:
         torch.set_num_threads(config.torch_num_threads)
     want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-    device = torch.device("cuda" if want_cuda else "cpu")
+    device = dist.device(want_cuda)
     on_gpu = device.type == "cuda"
     use_bf16 = on_gpu and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
 
-    def autocast() -> contextlib.AbstractContextManager[Any]:
-        return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
-    _seed_everything(config.seed)
+    _seed_everything(dist.seed(config.seed))
     output_dir = Path(config.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = (
         resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
     )
 
-    # Data and prompts are checked before any model loads: a bad row should not cost minutes of loading first.
     train_rows = load_rows(config.train_data, config.train_split, config.prompt_column)
     eval_rows = load_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else []
     eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
@@ -345,181 +395,367 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             max_retries=config.reward_max_retries,
         )
         scorer.wait_ready(config.reward_wait_ready_s)
-    metrics_log = MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
-    history: list[dict[str, Any]] = []
-    run_name = output_dir.name or "run"
-    G = config.num_generations
-    micro = _micro_batches(config.completions_per_step, config.gradient_accumulation_steps)
+    metrics_log = (
+        MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
+        if dist.is_main
+        else None
+    )
+    return Run(
+        config=config,
+        dist=dist,
+        device=device,
+        use_bf16=use_bf16,
+        tokenizer=tokenizer,
+        model=model,
+        ref_model=ref_model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        backend=backend,
+        sampling=sampling,
+        scorer=scorer,
+        own_scorer=own_scorer,
+        metrics_log=metrics_log,
+        train_rows=train_rows,
+        eval_rows=eval_rows,
+        checkpoint=checkpoint,
+        start_step=start_step,
+        output_dir=output_dir,
+        run_name=output_dir.name or "run",
+        micro=_micro_batches(config.completions_per_step, config.gradient_accumulation_steps),
+    )
 
-    if eval_rows and start_step == 0:
-        row = evaluate(backend, eval_rows, scorer, config, f"{run_name}-eval0")
-        metrics_log.log(0, row)
-        history.append({"step": 0, **row})
-        logger.info("step 0: eval pass@1 %.3f", row["eval/pass@1"])
 
-    def save_state(step: int, rng: dict[str, Any] | None = None) -> Path:
-        return save_checkpoint(
-            output_dir,
-            step,
-            model=model,
-            tokenizer=tokenizer,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            config=config.to_dict(),
-            save_total_limit=config.save_total_limit,
-            rng=rng,
+# ------------------------------------------------------------------------------------------------------------ phases
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """What a step knows when it begins: its index, its timer, and the RNG state a failed step saves.
+
+    Attributes:
+        step: 0-based index of the step.
+        rng: the state of every RNG at the start of the step; a step that stops for want of rewards stores it, so
+            a resume redoes the step exactly.
+        timer: per-phase wall-clock seconds of this step.
+        started_s: ``time.perf_counter()`` at the start.
+    """
+
+    step: int
+    rng: dict[str, Any]
+    timer: PhaseTimer
+    started_s: float
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    """Phase 1's output: this rank's prompts, their completions, and the reward requests already in flight.
+
+    Attributes:
+        rows: the data rows of this rank's prompts, in order.
+        batch: ``N = len(rows) * num_generations`` completions; rows ``i*G .. i*G+G-1`` answer prompt ``i``.
+        group_ids: ``(N,)`` explicit group ids: prompt ``i`` of this step is group ``i``.
+        futures: one future per chunk of groups sent to the reward server, in order.
+    """
+
+    rows: list[dict[str, Any]]
+    batch: RolloutBatch
+    group_ids: torch.Tensor
+    futures: list[Future[list[RewardResult]]]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Phase 3's output: one reward result per completion, in batch order.
+
+    Attributes:
+        results: the server's results (reward, status, components).
+        rewards: ``(N,)`` float rewards; NaN marks a completion the server could not score.
+    """
+
+    results: list[RewardResult]
+    rewards: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Advantages:
+    """Phase 4's output: what the loss weighs each completion and token by.
+
+    Attributes:
+        advantages: ``(N,)`` group advantages, on the policy's device.
+        loss_mask: ``(N, C)`` completion tokens that count in the loss.
+        num_items_in_batch: completion tokens that count, of the whole batch (``dapo``'s normaliser).
+    """
+
+    advantages: torch.Tensor
+    loss_mask: torch.Tensor
+    num_items_in_batch: torch.Tensor
+
+
+def sample(run: Run, start: StepStart) -> Rollouts:
+    """Phase 1: sample ``num_generations`` completions per prompt, one chunk of prompts at a time.
+
+    A finished chunk goes to the reward server at once, so it is scored while the next chunk generates.
+    """
+    config = run.config
+    indices = prompt_indices(start.step, config.prompt_batch_size, len(run.train_rows), config.seed)
+    rows = [run.train_rows[i] for i in indices][run.dist.shard(len(indices))]
+    prompts = [row[config.prompt_column] for row in rows]
+    chunks, futures = [], []
+    for lo in range(0, len(prompts), config.chunk_prompts):
+        with start.timer("generate"):
+            chunk = run.backend.generate(prompts[lo : lo + config.chunk_prompts], config.num_generations, run.sampling)
+        items = reward_items(
+            rows,
+            (chunk.prompt_index + lo).tolist(),
+            chunk.completion_texts,
+            chunk.completion_lengths.tolist(),
+            f"{run.run_name}-s{start.step}",
+            config.prompt_column,
         )
+        futures.append(run.scorer.submit(items))
+        chunks.append(chunk)
+        if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
+            start.timer.add("reward_wait", _wait_or_stop(run, futures[-1:], start)[1])
+    batch = RolloutBatch.concat(chunks, run.backend.pad_token_id)  # (N = B * G rows)
+    return Rollouts(rows=rows, batch=batch, group_ids=batch.prompt_index, futures=futures)
 
-    def wait_or_stop(
-        futures: Sequence[Future[list[RewardResult]]], step: int, rng_at_start: dict[str, Any]
-    ) -> tuple[list[RewardResult], float]:
-        """``scorer.wait``; when the rewards fail for good, save what a resume needs and stop the run."""
-        try:
-            return scorer.wait(futures)
-        except RewardServerError as exc:
-            # Nothing of this step has touched the weights or the optimizer yet: save the state as it was when the
-            # step began (its RNG included), so a resume redoes this step exactly.
-            resume_point = save_state(step, rng_at_start) if step > start_step else checkpoint
-            raise _stopped_for_rewards(exc, step, resume_point) from exc
 
-    bar = tqdm(total=config.max_steps, initial=start_step, disable=not config.progress_bar, desc="grpo")
-    try:
-        for step in range(start_step, config.max_steps):
-            rng_at_start = rng_state()  # stored if this step fails for want of rewards, see below
-            timer = PhaseTimer()
-            step_start = time.perf_counter()
-            rows = [train_rows[i] for i in prompt_indices(step, config.prompt_batch_size, len(train_rows), config.seed)]
-            prompts = [row[config.prompt_column] for row in rows]
+def old_and_ref_log_probs(
+    run: Run, batch: RolloutBatch, timer: PhaseTimer
+) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
+    """Phase 2: per micro-batch ``(b, c)`` old-policy and reference log-probs, each ``None`` when not needed.
 
-            # 1. Sample G completions per prompt, one chunk of prompts at a time. A finished chunk goes to the
-            #    reward server at once, so it is scored while the next chunk generates.
-            chunks, futures = [], []
-            for lo in range(0, len(prompts), config.chunk_prompts):
-                with timer("generate"):
-                    chunk = backend.generate(prompts[lo : lo + config.chunk_prompts], G, sampling)
-                items = reward_items(
-                    rows,
-                    (chunk.prompt_index + lo).tolist(),
-                    chunk.completion_texts,
-                    chunk.completion_lengths.tolist(),
-                    f"{run_name}-s{step}",
-                    config.prompt_column,
+    Old-policy log-probs only when the batch is reused (``num_iterations > 1``; otherwise the ratio is taken
+    against the detached current log-probs), reference log-probs only when ``beta > 0``. They need no rewards, so
+    they run while the last chunk is still being scored.
+    """
+    config = run.config
+    with timer("logprobs"):
+        old_logps = None
+        if config.num_iterations > 1:
+            old_logps = _log_probs_per_micro_batch(run.model, batch, run.micro, config.temperature, run.autocast)
+        ref_logps = None
+        if run.ref_model is not None:
+            ref_logps = _log_probs_per_micro_batch(run.ref_model, batch, run.micro, config.temperature, run.autocast)
+    return old_logps, ref_logps
+
+
+def score(run: Run, rollouts: Rollouts, start: StepStart) -> Scored:
+    """Phase 3: wait for the rewards of every chunk; a null reward becomes NaN."""
+    results, wait_s = _wait_or_stop(run, rollouts.futures, start)
+    start.timer.add("reward_wait", wait_s)
+    rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (N,)
+    return Scored(results=results, rewards=rewards)
+
+
+def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantages:
+    """Phase 4: rewards to group advantages, and the tokens the loss counts.
+
+    A null reward (NaN) is left out of its group's baseline and gets advantage 0: an infrastructure failure is not
+    a wrong answer.
+    """
+    config = run.config
+    advantages = group_advantages(scored.rewards, rollouts.group_ids.cpu(), config.scale_rewards)  # (N,)
+    loss_mask = rollouts.batch.completion_mask.clone()  # (N, C)
+    if config.mask_truncated_completions:
+        loss_mask[rollouts.batch.is_truncated] = 0
+    return Advantages(
+        advantages=advantages.to(run.device),
+        loss_mask=loss_mask,
+        num_items_in_batch=loss_mask.sum(),  # completion tokens of the whole batch (dapo's normaliser)
+    )
+
+
+def update(
+    run: Run,
+    batch: RolloutBatch,
+    adv: Advantages,
+    old_logps: list[torch.Tensor] | None,
+    ref_logps: list[torch.Tensor] | None,
+    timer: PhaseTimer,
+) -> dict[str, float]:
+    """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
+    micro-batches, then clipping the global norm.
+
+    Returns:
+        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy`` and ``optim/grad_norm``, averaged
+        over iterations (and micro-batches).
+    """
+    config = run.config
+    stats: dict[str, list[float]] = defaultdict(list)
+    entropy_sum, entropy_tokens = 0.0, 0.0
+    with timer("update"):
+        for iteration in range(config.num_iterations):
+            policy_loss = 0.0
+            for k, rows_k in enumerate(run.micro):
+                mb = batch.select(rows_k)
+                width = mb.completion_ids.shape[1]
+                with run.autocast():
+                    logp, entropy = completion_log_probs(
+                        run.model, mb, config.temperature, with_entropy=iteration == 0
+                    )  # (b, c)
+                out = grpo_loss(
+                    logp.float(),
+                    old_logps[k] if old_logps is not None else logp.detach().float(),
+                    adv.advantages[rows_k],
+                    adv.loss_mask[rows_k][:, :width],  # (b, c)
+                    loss_type=config.loss_type,
+                    epsilon=config.epsilon,
+                    epsilon_high=config.epsilon_high,
+                    beta=config.beta,
+                    ref_logp=ref_logps[k] if ref_logps is not None else None,
+                    max_completion_length=config.max_completion_length,
+                    num_items_in_batch=adv.num_items_in_batch,
+                    gradient_accumulation_steps=config.gradient_accumulation_steps,
                 )
-                futures.append(scorer.submit(items))
-                chunks.append(chunk)
-                if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
-                    timer.add("reward_wait", wait_or_stop(futures[-1:], step, rng_at_start)[1])
-            batch = RolloutBatch.concat(chunks, backend.pad_token_id)  # (N = B * G rows)
-            group_ids = batch.prompt_index  # (N,) explicit group ids: prompt i of this step is group i
+                out.loss.backward()
+                policy_loss += out.policy_loss.item()
+                stats["kl"].append(out.kl.item())
+                stats["clip_ratio"].append(out.clip_ratio.item())
+                if entropy is not None:
+                    m = mb.completion_mask.to(entropy.dtype)
+                    entropy_sum += float((entropy * m).sum())
+                    entropy_tokens += float(m.sum())
+            stats["policy_loss"].append(policy_loss)
+            max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
+            stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(run.model.parameters(), max_norm)))
+            run.optimizer.step()
+            run.scheduler.step()
+            run.optimizer.zero_grad(set_to_none=True)
+    return {
+        "loss/policy": sum(stats["policy_loss"]) / len(stats["policy_loss"]),
+        "loss/kl": sum(stats["kl"]) / len(stats["kl"]),
+        "policy/clip_ratio": sum(stats["clip_ratio"]) / len(stats["clip_ratio"]),
+        "policy/entropy": entropy_sum / max(entropy_tokens, 1.0),
+        "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),
+    }
 
-            # 2. Old-policy log-probs (only when the batch is reused, num_iterations > 1; otherwise the ratio is
-            #    taken against the detached current log-probs) and reference log-probs (only when beta > 0).
-            #    They need no rewards, so they run while the last chunk is still being scored.
-            with timer("logprobs"):
-                old_logps = None
-                if config.num_iterations > 1:
-                    old_logps = _log_probs_per_micro_batch(model, batch, micro, config.temperature, autocast)
-                ref_logps = None
-                if ref_model is not None:
-                    ref_logps = _log_probs_per_micro_batch(ref_model, batch, micro, config.temperature, autocast)
 
-            # 3. Rewards -> group advantages. A null reward (NaN) is left out of its group's baseline and gets
-            #    advantage 0: an infrastructure failure is not a wrong answer.
-            results, wait_s = wait_or_stop(futures, step, rng_at_start)
-            timer.add("reward_wait", wait_s)
-            rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (N,)
-            advantages = group_advantages(rewards, group_ids.cpu(), config.scale_rewards).to(device)  # (N,)
-            loss_mask = batch.completion_mask.clone()  # (N, C)
-            if config.mask_truncated_completions:
-                loss_mask[batch.is_truncated] = 0
-            num_items_in_batch = loss_mask.sum()  # completion tokens of the whole batch (dapo's normaliser)
+def step_metrics(
+    run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, stats: dict[str, float]
+) -> dict[str, Any]:
+    """Phase 6a: the step's metrics row (rewards, lengths, the update's statistics, timings)."""
+    step_s = time.perf_counter() - start.started_s
+    batch, rewards, timer = rollouts.batch, scored.rewards, start.timer
+    lengths = batch.completion_lengths.float()
+    scored_rewards = rewards[~torch.isnan(rewards)]
+    return {
+        **_reward_metrics(scored.results, "reward"),
+        "reward/std": float(scored_rewards.std()) if scored_rewards.numel() > 1 else 0.0,
+        "adv/frac_zero_std_groups": frac_zero_std_groups(rewards, rollouts.group_ids.cpu()),
+        "loss/policy": stats["loss/policy"],
+        "loss/kl": stats["loss/kl"],
+        "policy/clip_ratio": stats["policy/clip_ratio"],
+        "policy/entropy": stats["policy/entropy"],
+        "completions/mean_length": float(lengths.mean()),
+        "completions/max_length": float(lengths.max()),
+        "completions/clipped_ratio": float(batch.is_truncated.float().mean()),
+        "optim/lr": run.scheduler.get_last_lr()[0],
+        "optim/grad_norm": stats["optim/grad_norm"],
+        **timer.as_metrics(),
+        "timing/step": step_s,
+        "timing/reward_wait_frac": timer.seconds["reward_wait"] / step_s,
+        "perf/tokens_per_s": float(lengths.sum()) / step_s,
+    }
 
-            # 4. Update: num_iterations optimizer steps on this batch, each accumulating gradient over the
-            #    micro-batches, then clipping the global norm.
-            stats: dict[str, list[float]] = defaultdict(list)
-            entropy_sum, entropy_tokens = 0.0, 0.0
-            with timer("update"):
-                for iteration in range(config.num_iterations):
-                    policy_loss = 0.0
-                    for k, rows_k in enumerate(micro):
-                        mb = batch.select(rows_k)
-                        width = mb.completion_ids.shape[1]
-                        with autocast():
-                            logp, entropy = completion_log_probs(
-                                model, mb, config.temperature, with_entropy=iteration == 0
-                            )  # (b, c)
-                        mask_k = loss_mask[rows_k][:, :width]  # (b, c)
-                        out = grpo_loss(
-                            logp.float(),
-                            old_logps[k] if old_logps is not None else logp.detach().float(),
-                            advantages[rows_k],
-                            mask_k,
-                            loss_type=config.loss_type,
-                            epsilon=config.epsilon,
-                            epsilon_high=config.epsilon_high,
-                            beta=config.beta,
-                            ref_logp=ref_logps[k] if ref_logps is not None else None,
-                            max_completion_length=config.max_completion_length,
-                            num_items_in_batch=num_items_in_batch,
-                            gradient_accumulation_steps=config.gradient_accumulation_steps,
-                        )
-                        out.loss.backward()
-                        policy_loss += out.policy_loss.item()
-                        stats["kl"].append(out.kl.item())
-                        stats["clip_ratio"].append(out.clip_ratio.item())
-                        if entropy is not None:
-                            m = mb.completion_mask.to(entropy.dtype)
-                            entropy_sum += float((entropy * m).sum())
-                            entropy_tokens += float(m.sum())
-                    stats["policy_loss"].append(policy_loss)
-                    max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
-                    stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)))
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
 
-            # 5. Log, evaluate, checkpoint.
-            step_s = time.perf_counter() - step_start
-            lengths = batch.completion_lengths.float()
-            row = {
-                **_reward_metrics(results, "reward"),
-                "reward/std": float(scored.std()) if (scored := rewards[~torch.isnan(rewards)]).numel() > 1 else 0.0,
-                "adv/frac_zero_std_groups": frac_zero_std_groups(rewards, group_ids.cpu()),
-                "loss/policy": sum(stats["policy_loss"]) / len(stats["policy_loss"]),
-                "loss/kl": sum(stats["kl"]) / len(stats["kl"]),
-                "policy/clip_ratio": sum(stats["clip_ratio"]) / len(stats["clip_ratio"]),
-                "policy/entropy": entropy_sum / max(entropy_tokens, 1.0),
-                "completions/mean_length": float(lengths.mean()),
-                "completions/max_length": float(lengths.max()),
-                "completions/clipped_ratio": float(batch.is_truncated.float().mean()),
-                "optim/lr": scheduler.get_last_lr()[0],
-                "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),
-                **timer.as_metrics(),
-                "timing/step": step_s,
-                "timing/reward_wait_frac": timer.seconds["reward_wait"] / step_s,
-                "perf/tokens_per_s": float(lengths.sum()) / step_s,
-            }
-            done = step + 1
-            is_last = done == config.max_steps
-            if eval_rows and (is_last or (config.eval_steps and done % config.eval_steps == 0)):
-                with timer("eval"):
-                    row.update(evaluate(backend, eval_rows, scorer, config, f"{run_name}-eval{done}"))
-                row["timing/eval"] = timer.seconds["eval"]
-            metrics_log.log(done, row)
-            history.append({"step": done, **row})
+def end_step(run: Run, start: StepStart, row: dict[str, Any]) -> None:
+    """Phase 6b: evaluate when due, log the row, checkpoint when due."""
+    config = run.config
+    done = start.step + 1
+    is_last = done == config.max_steps
+    if run.eval_rows and (is_last or (config.eval_steps and done % config.eval_steps == 0)):
+        with start.timer("eval"):
+            row.update(evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval{done}"))
+        row["timing/eval"] = start.timer.seconds["eval"]
+    log_metrics(run, done, row)
+    if is_last or (config.save_steps and done % config.save_steps == 0):
+        save(run, done)
+
+
+def log_metrics(run: Run, step: int, row: dict[str, Any]) -> None:
+    """Record ``row`` for ``step`` in the history and, on the main process, in the metrics file."""
+    if run.metrics_log is not None:
+        run.metrics_log.log(step, row)
+    run.history.append({"step": step, **row})
+
+
+def save(run: Run, step: int, rng: dict[str, Any] | None = None) -> Path:
+    """Write ``checkpoint-<step>`` (see :func:`trainer.checkpoint.save_checkpoint`)."""
+    return save_checkpoint(
+        run.output_dir,
+        step,
+        model=run.model,
+        tokenizer=run.tokenizer,
+        optimizer=run.optimizer,
+        scheduler=run.scheduler,
+        config=run.config.to_dict(),
+        save_total_limit=run.config.save_total_limit,
+        rng=rng,
+    )
+
+
+def _wait_or_stop(
+    run: Run, futures: Sequence[Future[list[RewardResult]]], start: StepStart
+) -> tuple[list[RewardResult], float]:
+    """``scorer.wait``; when the rewards fail for good, save what a resume needs and stop the run."""
+    try:
+        return run.scorer.wait(futures)
+    except RewardServerError as exc:
+        # Nothing of this step has touched the weights or the optimizer yet: save the state as it was when the
+        # step began (its RNG included), so a resume redoes this step exactly.
+        resume_point = save(run, start.step, start.rng) if start.step > run.start_step else run.checkpoint
+        raise _stopped_for_rewards(exc, start.step, resume_point) from exc
+
+
+# ------------------------------------------------------------------------------------------------------------- train
+
+
+def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainResult:
+    """Run GRPO as ``config`` says and return where the results are.
+
+    Args:
+        config: the validated config.
+        scorer: a :class:`RewardScorer` to use (tests inject one over a mock transport); by default one is built
+            from ``config.reward_server_urls`` and closed at the end.
+
+    Raises:
+        reward_server.client.RewardServerError: the reward server refused a batch or stayed unreachable.
+        trainer.data.DataError: unusable data.
+        FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
+    """
+    dist = Distributed.from_env()
+    run = setup(config, dist, scorer)
+    bar = tqdm(
+        total=config.max_steps, initial=run.start_step, disable=not (config.progress_bar and dist.is_main), desc="grpo"
+    )
+    try:
+        if run.eval_rows and run.start_step == 0:
+            row = evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval0")
+            log_metrics(run, 0, row)
+            logger.info("step 0: eval pass@1 %.3f", row["eval/pass@1"])
+        for step in range(run.start_step, config.max_steps):
+            start = StepStart(step=step, rng=rng_state(), timer=PhaseTimer(), started_s=time.perf_counter())
+            rollouts = sample(run, start)  # 1. completions; each chunk's rewards already requested
+            old_logps, ref_logps = old_and_ref_log_probs(run, rollouts.batch, start.timer)  # 2. while scoring
+            scored = score(run, rollouts, start)  # 3. wait for the rewards
+            adv = compute_advantages(run, rollouts, scored)  # 4. group advantages, loss mask
+            stats = update(run, rollouts.batch, adv, old_logps, ref_logps, start.timer)  # 5. optimizer steps
+            row = step_metrics(run, start, rollouts, scored, stats)  # 6. log, evaluate, checkpoint
+            end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")
-            if is_last or (config.save_steps and done % config.save_steps == 0):
-                save_state(done)
     finally:
         bar.close()
-        metrics_log.close()
-        if own_scorer:
-            scorer.close()
-    final = output_dir / f"checkpoint-{config.max_steps}"
-    if checkpoint is not None and start_step == config.max_steps:  # resumed a finished run: nothing was trained
-        final = checkpoint
-    return TrainResult(output_dir=output_dir, checkpoint=final, history=history)
+        if run.metrics_log is not None:
+            run.metrics_log.close()
+        if run.own_scorer:
+            run.scorer.close()
+        dist.close()
+    final = run.output_dir / f"checkpoint-{config.max_steps}"
+    if run.checkpoint is not None and run.start_step == config.max_steps:  # resumed a finished run: nothing trained
+        final = run.checkpoint
+    return TrainResult(output_dir=run.output_dir, checkpoint=final, history=run.history)
 
 
 def _stopped_for_rewards(exc: RewardServerError, step: int, resume_point: Path | None) -> RewardServerError:
