@@ -27,12 +27,14 @@ from reward_server.schemas.language import LanguageParams
 from reward_server.schemas.math import MathOptionsModel
 from reward_server.schemas.rewards import ComponentResult, ComponentSpec, RewardItem, RewardResult
 from reward_server.schemas.shaping import CosineParams, OverlongParams, RepetitionParams
+from reward_server.schemas.steps import StepResult, StepsRequest
 from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.code import code_options, extract_code, required_names, score_code
 from reward_server.verifiers.format import score_format
 from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import MathStatus, MathVerdict
 from reward_server.verifiers.shaping import score_cosine, score_overlong, score_repetition
+from reward_server.verifiers.steps import score_arithmetic_step, split_steps
 from reward_server.workers import TaskStatus, WorkerPool
 from sandbox import Limits, Sandbox
 
@@ -235,6 +237,26 @@ PRESETS: dict[str, dict[str, float]] = {
 
 DEFAULT_COMPONENTS: dict[str, float] = {"accuracy": 1.0}
 
+#: Step components: one step's text -> its score (process supervision; ``verifiers/steps.py``).
+STEP_COMPONENTS: dict[str, Callable[[str], ComponentScore]] = {"arithmetic": score_arithmetic_step}
+
+
+def with_request_steps(items: list[RewardItem], steps: StepsRequest | None) -> list[RewardItem]:
+    """The items, with the request's ``steps`` given to those that do not ask for their own."""
+    if steps is None:
+        return items
+    return [item if item.steps is not None else item.model_copy(update={"steps": steps}) for item in items]
+
+
+def score_steps(response: str, request: StepsRequest) -> list[StepResult]:
+    """Split ``response`` into steps and score each with the requested step component (see ``verifiers/steps``)."""
+    component = STEP_COMPONENTS[request.component]
+    out = []
+    for step in split_steps(response, request.separator, request.scope):
+        s = component(response[step.start : step.end])
+        out.append(StepResult(start=step.start, end=step.end, score=s.score, status=s.status, detail=s.detail))
+    return out
+
 
 # ============================================================================ resolution
 
@@ -390,6 +412,11 @@ def validate_batch(
                 f"duplicate id {item.id!r} (also item {seen[item.id]}); ids must be unique in a batch",
             )
         seen[item.id] = i
+        if item.steps is not None and item.steps.component not in STEP_COMPONENTS:
+            raise ComponentSpecError(
+                ("items", i, "steps", "component"),
+                f"unknown step component {item.steps.component!r}; valid: {', '.join(sorted(STEP_COMPONENTS))}",
+            )
         resolved = resolve_components(
             item.components, item.preset, request_components, request_preset, item_loc=("items", i)
         )
@@ -448,10 +475,13 @@ async def score_item(item: RewardItem, resolved: list[ResolvedComponent], ctx: S
             ctx.metrics.verdicts.labels(r.component.name, s.status).inc()
             if s.status == "timeout":
                 ctx.metrics.timeouts.labels(r.component.name).inc()
+    steps = None
+    if item.steps is not None:  # regex work over the whole completion: off the event loop
+        steps = await asyncio.to_thread(score_steps, item.response, item.steps)
     if ctx.metrics is not None:
         ctx.metrics.items.labels(item.task).inc()
         ctx.metrics.item_latency.labels("item").observe(time.perf_counter() - start)
-    return RewardResult(id=item.id, reward=reward, status=status, components=components)
+    return RewardResult(id=item.id, reward=reward, status=status, components=components, steps=steps)
 
 
 async def score_batch(

@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
-from reward_server.rewards import ComponentSpecError, code_program, score_batch, validate_batch
+from reward_server.rewards import ComponentSpecError, code_program, score_batch, validate_batch, with_request_steps
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
 from reward_server.schemas.rewards import RewardsRequest, RewardsResponse
@@ -43,11 +43,12 @@ async def rewards(
             errors += check_code_limits(settings, tests=item.tests.to_spec(), loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
+    items = with_request_steps(request.items, request.steps)
     try:
-        resolved = validate_batch(request.items, request.components, request.preset)
+        resolved = validate_batch(items, request.components, request.preset)
     except ComponentSpecError as exc:
         raise RequestValidationError([{"loc": ("body", *exc.loc), "msg": exc.msg, "type": "value_error"}]) from exc
-    for i, (item, components) in enumerate(zip(request.items, resolved, strict=True)):
+    for i, (item, components) in enumerate(zip(items, resolved, strict=True)):
         # The program is a part of the completion: only a completion that could be over the limit in UTF-8
         # (4 bytes a character at most) is worth looking into.
         if item.task == "code" and 4 * len(item.response) > settings.sandbox_max_source_bytes:
@@ -55,5 +56,5 @@ async def rewards(
             errors += check_code_limits(settings, source=program, source_field="response", loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
-    results = await unless_disconnected(http, score_batch(request.items, resolved, scoring))
+    results = await unless_disconnected(http, score_batch(items, resolved, scoring))
     return RewardsResponse(results=results)

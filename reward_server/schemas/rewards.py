@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from reward_server.schemas.code import CodeTests
 from reward_server.schemas.language import LanguageCode
 from reward_server.schemas.math import GroundTruth
+from reward_server.schemas.steps import StepResult, StepsRequest
 
 ComponentSpec = StrictFloat | StrictInt | dict[str, Any]
 
@@ -63,6 +64,9 @@ class RewardItem(BaseModel):
         "`components` and the preset's weights, name by name.",
     )
     preset: str | None = Field(None, description="A named set of components (`r1_zero`, `r1`).")
+    steps: StepsRequest | None = Field(
+        None, description="Ask for step rewards (process supervision); overrides the request's `steps`."
+    )
 
 
 class RewardsRequest(BaseModel):
@@ -75,6 +79,7 @@ class RewardsRequest(BaseModel):
         None, description="Default components for every item (default: {'accuracy': 1.0})."
     )
     preset: str | None = Field(None, description="Default preset for every item.")
+    steps: StepsRequest | None = Field(None, description="Step rewards for every item (see the item's `steps`).")
 
 
 class ComponentResult(BaseModel):
@@ -94,6 +99,9 @@ class RewardResult(BaseModel):
     reward: float | None = Field(description="Weighted sum of component scores; null if any could not be scored.")
     status: str = Field(description="`ok` when `reward` is a number, else the failing component's status.")
     components: dict[str, ComponentResult]
+    steps: list[StepResult] | None = Field(
+        None, description="With `steps` asked for: each step's span and score, in order (the reward is unchanged)."
+    )
 
 
 class RewardsResponse(BaseModel):
