@@ -6,7 +6,9 @@ Layout of ``output_dir/checkpoint-<step>/``:
   the policy directly for evaluation or serving;
 * ``trainer_state.pt``: optimizer and scheduler state, the step, and the Python, NumPy and torch (CPU and CUDA)
   RNG states, so sampling after a resume draws what the uninterrupted run would have drawn;
-* ``grpo_config.yaml`` (``sft_config.yaml`` for SFT): the config of the run that wrote it.
+* ``grpo_config.yaml`` (``sft_config.yaml`` for SFT): the config of the run that wrote it;
+* ``loop_state.json``: the loop's own counters (where the prompt order stands, when the reference was synced);
+* ``ref_model/``: the reference model, only when ``sync_ref_model`` has moved it away from where it started.
 
 A checkpoint is written to a temporary directory and renamed into place, so a crash mid-save never leaves a
 half checkpoint that ``latest`` would pick.
@@ -14,6 +16,7 @@ half checkpoint that ``latest`` would pick.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -26,6 +29,8 @@ import yaml
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 STATE_FILE = "trainer_state.pt"
+LOOP_STATE_FILE = "loop_state.json"
+REF_MODEL_DIR = "ref_model"
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -62,11 +67,14 @@ def save_checkpoint(
     save_total_limit: int | None = None,
     rng: dict[str, Any] | None = None,
     config_file: str = "grpo_config.yaml",
+    loop_state: dict[str, Any] | None = None,
+    ref_model: PreTrainedModel | None = None,
 ) -> Path:
     """Write ``output_dir/checkpoint-<step>`` and prune old ones beyond ``save_total_limit``.
 
     ``rng`` is the RNG state to store (what :func:`rng_state` returned earlier); ``None`` stores the current one.
-    ``config`` is written as YAML to ``config_file`` (``sft_config.yaml`` for ``python -m trainer sft``).
+    ``config`` is written as YAML to ``config_file`` (``sft_config.yaml`` for ``python -m trainer sft``),
+    ``loop_state`` (plain JSON values) to ``loop_state.json``, and ``ref_model`` to ``ref_model/``.
     A checkpoint saved when a step failed part-way stores the state from the start of that step, so that the
     resumed run draws what an uninterrupted one would have drawn.
 
@@ -90,6 +98,10 @@ def save_checkpoint(
         tmp / STATE_FILE,
     )
     (tmp / config_file).write_text(yaml.safe_dump(config, sort_keys=False))
+    if loop_state is not None:
+        (tmp / LOOP_STATE_FILE).write_text(json.dumps(loop_state))
+    if ref_model is not None:
+        ref_model.save_pretrained(tmp / REF_MODEL_DIR)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     if save_total_limit is not None:
@@ -126,6 +138,12 @@ def resolve_checkpoint(resume_from: str, output_dir: str | Path) -> Path:
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"{path} is not a checkpoint: {STATE_FILE} is missing")
     return path
+
+
+def read_loop_state(checkpoint: Path) -> dict[str, Any]:
+    """What ``loop_state.json`` holds (``{}`` for a checkpoint written before it existed)."""
+    path = checkpoint / LOOP_STATE_FILE
+    return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
 def load_training_state(checkpoint: Path, optimizer: torch.optim.Optimizer, scheduler: Any) -> int:

@@ -71,7 +71,6 @@ _UNSUPPORTED = {
     "reward_weights": "give weights per component in reward_components, e.g. {accuracy: 1.0, format: 0.5}",
     "delta": "two-sided clipping (INTELLECT-2) is not implemented; epsilon and epsilon_high bound the ratio",
     "importance_sampling_level": "only token-level ratios (TRL's default 'token') are implemented",
-    "sync_ref_model": "the reference model stays frozen at model_name_or_path (or ref_model_name_or_path)",
     "fp16": "on CUDA bf16 autocast is used (the bf16 option); fp16 is not supported",
     "logging_steps": "metrics are logged every step",
     "save_strategy": "checkpoints follow save_steps",
@@ -141,12 +140,18 @@ class GRPOConfig:
     """Prompt tokens kept (the end is kept, the start cut); ``None`` keeps all."""
     max_completion_length: int = 512
     """Most tokens generated per completion; a completion that reaches it without EOS is truncated."""
+    max_completion_length_schedule: dict[int, int] | None = None
+    """From step S on, at most L tokens: ``{S: L}`` (R1: ``{8200: 65536}``); max_completion_length before."""
     temperature: float = 1.0
     """Sampling temperature; log-probs for the loss use the same temperature so ratios match the sampler."""
     top_p: float = 1.0
-    """Nucleus sampling: keep the smallest token set with this much probability (1.0 keeps all)."""
+    """Nucleus sampling: keep the smallest token set with this much probability; the loss renormalises the same way."""
     top_k: int = 0
-    """Keep only the k most likely tokens when sampling (0 keeps all)."""
+    """Keep only the k most likely tokens when sampling (0 keeps all); the loss renormalises over the same set."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: drop groups whose rewards are all equal and sample more prompts to fill the step."""
+    max_num_gen_batches: int = 10
+    """With ``dynamic_sampling``, most rounds of ``prompt_batch_size`` prompts per step; then equal groups fill up."""
 
     # ------------------------------------------------------------------ optimisation
     learning_rate: float = 1e-6
@@ -179,12 +184,24 @@ class GRPOConfig:
     """Token-loss aggregation: ``grpo`` (per-sequence mean), ``bnpo``, ``dr_grpo`` or ``dapo`` (batch token mean)."""
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
+    advantage_estimator: Literal["outcome", "process"] = "outcome"
+    """``outcome``: one reward per completion; ``process``: step rewards from the server (DeepSeekMath 4.1.3)."""
+    step_component: str = "arithmetic"
+    """With ``process``: the server's step component that scores each step (``arithmetic``: a op b = c checked)."""
+    step_separator: str = "\n\n"
+    """With ``process``: what separates two reasoning steps in a completion (default a blank line)."""
     mask_truncated_completions: bool = False
     """Leave completions that hit ``max_completion_length`` without EOS out of the loss (DAPO's overlong filter)."""
     disable_dropout: bool = True
     """Turn dropout off so the policy, old-policy and reference log-probs of one sequence agree."""
     ref_model_name_or_path: str | None = None
     """Reference model for the KL term; ``None`` uses ``model_name_or_path`` (the policy's start)."""
+    sync_ref_model: bool = False
+    """Move the reference towards the policy every ``ref_model_sync_steps`` (TRL; DeepSeekMath's iterative RL)."""
+    ref_model_mixup_alpha: float = 0.6
+    """At a sync the reference becomes ``alpha * policy + (1 - alpha) * reference`` (1.0 resets it to the policy)."""
+    ref_model_sync_steps: int = 512
+    """Optimizer steps between two syncs of the reference (TRL's meaning: ``num_iterations`` per training step)."""
 
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
     seed: int = 42
@@ -230,6 +247,16 @@ class GRPOConfig:
     def completions_per_step(self) -> int:
         """``prompt_batch_size * num_generations``."""
         return self.prompt_batch_size * self.num_generations
+
+    def completion_length_at(self, step: int) -> int:
+        """The ``max_completion_length`` of step ``step`` (0-based), with the schedule applied."""
+        started = [s for s in (self.max_completion_length_schedule or {}) if s <= step]
+        return self.max_completion_length_schedule[max(started)] if started else self.max_completion_length  # type: ignore[index]
+
+    @property
+    def max_completion_length_ever(self) -> int:
+        """The longest completion any step may generate (what the model's context must hold)."""
+        return max([self.max_completion_length, *(self.max_completion_length_schedule or {}).values()])
 
     @property
     def chunk_prompts(self) -> int:
@@ -583,8 +610,41 @@ def _validate(c: GRPOConfig) -> None:
             hint = f"TRL's boolean form: write {'group' if c.scale_rewards else 'none'!r} for {c.scale_rewards}."
         raise _fix("scale_rewards", c.scale_rewards, f"must be one of {SCALE_REWARDS}", hint)
     _check_run(c)
+    _check_recipe(c)
     if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
         raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
+
+
+def _check_recipe(c: GRPOConfig) -> None:
+    """The R1/DeepSeekMath/DAPO options: process supervision, reference sync, dynamic sampling, length schedule."""
+    if c.advantage_estimator not in ("outcome", "process"):
+        raise _fix("advantage_estimator", c.advantage_estimator, "must be outcome or process", "Use 'outcome'.")
+    if not c.step_separator:
+        raise _fix("step_separator", c.step_separator, "must not be empty", 'Use "\\n\\n" (a blank line).')
+    if c.sync_ref_model and c.beta == 0:
+        raise _fix(
+            "sync_ref_model",
+            True,
+            "needs beta > 0: with beta 0 there is no reference model to sync",
+            "Set beta (e.g. 0.04) or sync_ref_model: false.",
+        )
+    if not 0 < c.ref_model_mixup_alpha <= 1:
+        raise _fix(
+            "ref_model_mixup_alpha", c.ref_model_mixup_alpha, "must be in (0, 1]", "TRL's default is 0.6; 1.0 resets."
+        )
+    _check_positive(c, "ref_model_sync_steps", "max_num_gen_batches")
+    schedule = c.max_completion_length_schedule
+    if schedule is not None:
+        for step, length in schedule.items():
+            if not (isinstance(step, int) and isinstance(length, int)) or isinstance(step, bool) or step < 0:
+                raise _fix(
+                    "max_completion_length_schedule",
+                    schedule,
+                    "maps a step (>= 0) to a length in tokens (>= 1)",
+                    "e.g. {8200: 65536}: from step 8200 on, 65536 tokens.",
+                )
+            if isinstance(length, bool) or length < 1:
+                raise _fix("max_completion_length_schedule", schedule, "lengths must be >= 1", "e.g. {8200: 65536}.")
 
 
 # ------------------------------------------------------------------------ checks shared by the configs
@@ -745,6 +805,10 @@ def _matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp)
 
 
+#: String options where whitespace is a value (a blank line separates steps).
+_WHITESPACE_OK = frozenset({"step_separator"})
+
+
 def _check_types(c: Any) -> None:
     for f in dataclasses.fields(c):
         value = getattr(c, f.name)
@@ -761,7 +825,7 @@ def _check_types(c: Any) -> None:
             raise ConfigError(f"{f.name}={value!r}: must be a finite number. Give a number such as the default.")
         # An empty string is falsy: `resume_from_checkpoint: ""` would silently start afresh, `eval_data: ""`
         # would silently skip evaluation.
-        if isinstance(value, str) and not value.strip():
+        if isinstance(value, str) and not (value if f.name in _WHITESPACE_OK else value.strip()):
             hint = "use null to leave it unset" if _matches(None, tp) else "give a value"
             raise ConfigError(f"{f.name}={value!r}: must not be empty; {hint}.")
 

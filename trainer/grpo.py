@@ -42,6 +42,9 @@ ADVANTAGE_EPS = 1e-4
 #: loss and its gradient. ``exp(20)`` is about 5e8: a real token that far from the old policy is clipped anyway.
 MAX_LOG_RATIO = 20.0
 
+#: The log-prob given to a token that top-k/top-p sampling could not have drawn (see :func:`token_log_probs`).
+OUTSIDE_SUPPORT_LOGP = -1e4
+
 
 @dataclass(frozen=True)
 class GroupStats:
@@ -241,7 +244,8 @@ def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor, support: torch.T
 
     With ``support`` (from :func:`sampling_support`) the softmax is renormalised over the tokens the sampler could
     draw, so the log-probs are those of the truncated distribution that top-k/top-p sampling drew from; a token
-    outside the support gets ``-inf`` (the loss clamps log-ratios, see :data:`MAX_LOG_RATIO`).
+    outside the support (a padding position, or a sampled token the updated policy no longer keeps) gets
+    :data:`OUTSIDE_SUPPORT_LOGP` without gradient: finite, so two of them give a log-ratio of 0, not NaN.
 
     Args:
         logits: ``(B, T, V)``; the caller has already divided by the sampling temperature.
@@ -253,6 +257,10 @@ def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor, support: torch.T
     """
     if support is not None:
         logits = logits.float().masked_fill(~support, -math.inf)  # (B, T, V)
+        kept = support.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        chosen = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        logp = chosen - torch.logsumexp(logits, dim=-1)  # (B, T), -inf outside the support
+        return torch.where(kept, logp, torch.full_like(logp, OUTSIDE_SUPPORT_LOGP))
     if logits.dtype in (torch.float32, torch.float64):
         chosen = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
         return (chosen - torch.logsumexp(logits, dim=-1)).float()  # (B, T)

@@ -90,3 +90,12 @@ def build_optimizer(
 def current_lr(optimizer: torch.optim.Optimizer) -> float:
     """The learning rate the next ``optimizer.step()`` uses."""
     return float(optimizer.param_groups[0]["lr"])
+
+
+def resume_lr(optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
+    """After loading a checkpoint's optimizer and scheduler state, set the rate of the next update from this run's
+    schedule: a run resumed with a larger ``max_steps`` (more updates to decay over) continues on its own schedule
+    rather than at the rate the shorter run had set for its own next update."""
+    for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
+        group["lr"] = base * factor(scheduler.last_epoch)
+    scheduler._last_lr = [float(group["lr"]) for group in optimizer.param_groups]  # what get_last_lr() reports

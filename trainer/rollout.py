@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.grpo import entropy_from_logits, token_log_probs
+from trainer.grpo import entropy_from_logits, sampling_support, token_log_probs
 
 Prompt = str | Sequence[Mapping[str, str]]
 """A prompt: plain text, or chat messages ``[{"role": ..., "content": ...}]``."""
@@ -343,18 +343,25 @@ def completion_log_probs(
     temperature: float,
     *,
     with_entropy: bool = False,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the completion tokens under ``model``.
 
     Positions are ``cumsum(attention_mask) - 1``, as ``generate`` computes them for left-padded prompts; without
     them a padded prompt would be scored at other positions than it was sampled at. Logits are divided by the
-    sampling ``temperature`` (as TRL does) so the ratio compares the distribution that was sampled.
+    sampling ``temperature`` (as TRL does) so the ratio compares the distribution that was sampled; with ``top_k``
+    or ``top_p`` the softmax is renormalised over the tokens the sampler could draw (:func:`trainer.grpo.
+    sampling_support`), so the log-probs are those of the truncated distribution the completions came from. (TRL
+    takes the full softmax there, which makes top-k/top-p rollouts slightly off-policy.) Entropies stay those of
+    the full distribution.
 
     Args:
         model: policy or reference model, on the batch's device.
         batch: a :class:`RolloutBatch` (usually a micro-batch from :meth:`RolloutBatch.select`).
         temperature: the sampling temperature (> 0).
         with_entropy: also return per-token entropies (detached).
+        top_k, top_p: the sampling truncation (0 and 1.0: none).
 
     Returns:
         ``(logp, entropy)``: ``(N, C)`` each; ``entropy`` is ``None`` unless asked for. Grad flows into ``logp``
@@ -372,6 +379,7 @@ def completion_log_probs(
         logits_to_keep=c + 1,
     )
     logits = out.logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
-    logp = token_log_probs(logits, batch.completion_ids)  # (N, C)
+    support = sampling_support(logits, top_k, top_p)  # (N, C, V) or None
+    logp = token_log_probs(logits, batch.completion_ids, support)  # (N, C)
     entropy = entropy_from_logits(logits.detach()) if with_entropy else None  # (N, C)
     return logp, entropy

@@ -39,7 +39,7 @@ from trainer.checkpoint import load_training_state, resolve_checkpoint, save_che
 from trainer.config import ConfigError, SFTConfig
 from trainer.data import DataError, prompt_indices, read_rows
 from trainer.metrics import MetricsLogger
-from trainer.optim import build_optimizer, current_lr
+from trainer.optim import build_optimizer, current_lr, resume_lr
 from trainer.rollout import PromptEncoder, _eos_ids
 from trainer.train import TrainResult, _first_line, _load_model, _load_tokenizer, _seed_everything
 
@@ -259,6 +259,7 @@ def sft(config: SFTConfig) -> TrainResult:
     total_steps = num_sft_steps(config, len(train_examples))
     optimizer, scheduler = build_optimizer(model.parameters(), config, total_steps)
     start_step = load_training_state(checkpoint, optimizer, scheduler) if checkpoint else 0
+    resume_lr(optimizer, scheduler)
     if start_step > total_steps:
         raise ConfigError(f"the run has {total_steps} steps but {checkpoint} is at step {start_step}")
     metrics_log = MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)

@@ -16,6 +16,7 @@ rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import random
@@ -31,21 +32,23 @@ import jinja2
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    get_scheduler,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from reward_server.client import RewardResult, RewardServerError
-from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
+from trainer.checkpoint import (
+    REF_MODEL_DIR,
+    load_training_state,
+    read_loop_state,
+    resolve_checkpoint,
+    rng_state,
+    save_checkpoint,
+)
 from trainer.config import ConfigError, GRPOConfig
-from trainer.data import DataError, load_rows, prompt_indices, reward_items
+from trainer.data import DataError, indices_from, load_rows, reward_items
 from trainer.distributed import Distributed
-from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss
+from trainer.grpo import frac_zero_std_groups, group_advantages, group_stats, grpo_loss, process_advantages
 from trainer.metrics import MetricsLogger, PhaseTimer
+from trainer.optim import build_optimizer, current_lr, resume_lr
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
     GenerationBackend,
@@ -55,6 +58,7 @@ from trainer.rollout import (
     TransformersBackend,
     completion_log_probs,
 )
+from trainer.steps import step_tensors
 
 logger = logging.getLogger("trainer")
 
@@ -160,13 +164,15 @@ def _micro_batches(n: int, gradient_accumulation_steps: int) -> list[slice]:
 
 @torch.no_grad()
 def _log_probs_per_micro_batch(
-    model: PreTrainedModel, batch: RolloutBatch, slices: Sequence[slice], temperature: float, autocast: Any
+    model: PreTrainedModel, batch: RolloutBatch, slices: Sequence[slice], config: GRPOConfig, autocast: Any
 ) -> list[torch.Tensor]:
     """Log-probs of each micro-batch under ``model`` without grad: old-policy or reference log-probs."""
     out = []
     for rows in slices:
         with autocast():
-            logp, _ = completion_log_probs(model, batch.select(rows), temperature)
+            logp, _ = completion_log_probs(
+                model, batch.select(rows), config.temperature, top_k=config.top_k, top_p=config.top_p
+            )
         out.append(logp.float())
     return out
 
@@ -198,16 +204,18 @@ def evaluate(
     scorer: RewardScorer,
     config: GRPOConfig,
     id_prefix: str,
+    max_completion_length: int | None = None,
 ) -> dict[str, float]:
     """pass@1 on held-out prompts, scored by the same reward server as training.
 
     pass@1 is the mean ``accuracy`` component score (1 for a correct answer, 0 otherwise) over all scoreable
     completions, ``eval_num_generations`` per prompt (the unbiased pass@1 estimate c/n of Chen et al. 2021,
     averaged over prompts); where the server reports no ``accuracy`` component the reward is used. Completions
-    the server could not score are left out and counted in ``eval/frac_null``.
+    the server could not score are left out and counted in ``eval/frac_null``. ``max_completion_length``
+    defaults to the config's (the caller passes the scheduled length of the current step).
     """
     sampling = SamplingParams(
-        max_new_tokens=config.max_completion_length,
+        max_new_tokens=max_completion_length or config.max_completion_length,
         temperature=config.eval_temperature,
         top_p=config.top_p,
         top_k=config.top_k,
@@ -261,6 +269,9 @@ class Run:
         start_step: the first step to run (0, or the resumed checkpoint's step).
         output_dir, run_name: the run directory and its name (the prefix of reward item ids).
         micro: the micro-batches of a step's completions, as row slices.
+        prompt_cursor: where the run stands in its prompt order (``indices_from``): ``step * prompt_batch_size``,
+            or further with dynamic sampling, which draws extra prompts.
+        ref_synced: ``sync_ref_model`` has moved the reference, so checkpoints must carry it.
         history: every metrics row logged by this process.
     """
 
@@ -285,6 +296,8 @@ class Run:
     output_dir: Path
     run_name: str
     micro: list[slice]
+    prompt_cursor: int = 0
+    ref_synced: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -350,27 +363,21 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     model.train()  # from_pretrained returns eval mode; the backend switches to eval only while generating
     if on_gpu and config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    # The reference is the policy's starting point, also after a resume; with beta == 0 it is never loaded.
+    # The reference is the policy's starting point, also after a resume, unless sync_ref_model moved it: then the
+    # checkpoint carries it. With beta == 0 it is never loaded.
     ref_model = None
+    ref_synced = checkpoint is not None and (checkpoint / REF_MODEL_DIR).is_dir()
     if config.beta > 0:
         ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
-        ref_model = _load_model(config.ref_model_name_or_path or config.model_name_or_path, device, True, ref_option)
+        ref_path = config.ref_model_name_or_path or config.model_name_or_path
+        if ref_synced:
+            ref_option, ref_path = "resume_from_checkpoint", str(checkpoint / REF_MODEL_DIR)  # type: ignore[operator]
+        ref_model = _load_model(ref_path, device, True, ref_option)
         ref_model.eval().requires_grad_(False)
 
-    optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=config.learning_rate,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-        weight_decay=config.weight_decay,
-    )
-    scheduler = get_scheduler(
-        "constant_with_warmup" if config.lr_scheduler_type == "constant" else config.lr_scheduler_type,
-        optimizer,
-        num_warmup_steps=config.warmup_steps,
-        num_training_steps=config.max_steps * config.num_iterations,
-    )
+    optimizer, scheduler = build_optimizer(model.parameters(), config, config.max_steps * config.num_iterations)
     start_step = load_training_state(checkpoint, optimizer, scheduler) if checkpoint else 0
+    resume_lr(optimizer, scheduler)
     if start_step > config.max_steps:
         raise ConfigError(
             f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
@@ -387,14 +394,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     )
     own_scorer = scorer is None
     if scorer is None:
-        scorer = RewardScorer(
-            config.reward_server_urls,
-            components=config.reward_components,
-            preset=config.reward_preset,
-            timeout_s=config.reward_timeout_s,
-            max_retries=config.reward_max_retries,
-        )
-        scorer.wait_ready(config.reward_wait_ready_s)
+        scorer = RewardScorer.from_config(config)
     metrics_log = (
         MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
         if dist.is_main
@@ -422,6 +422,12 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         output_dir=output_dir,
         run_name=output_dir.name or "run",
         micro=_micro_batches(config.completions_per_step, config.gradient_accumulation_steps),
+        prompt_cursor=int(
+            (read_loop_state(checkpoint) if checkpoint else {}).get(
+                "prompt_cursor", start_step * config.prompt_batch_size
+            )
+        ),
+        ref_synced=ref_synced,
     )
 
 
@@ -455,12 +461,17 @@ class Rollouts:
         batch: ``N = len(rows) * num_generations`` completions; rows ``i*G .. i*G+G-1`` answer prompt ``i``.
         group_ids: ``(N,)`` explicit group ids: prompt ``i`` of this step is group ``i``.
         futures: one future per chunk of groups sent to the reward server, in order.
+        prompts_drawn: prompts taken from the run's prompt order (more than ``prompt_batch_size`` when dynamic
+            sampling drew extra rounds).
+        metrics: ``dynamic_sampling/*`` figures of the step, when it was on.
     """
 
     rows: list[dict[str, Any]]
     batch: RolloutBatch
     group_ids: torch.Tensor
     futures: list[Future[list[RewardResult]]]
+    prompts_drawn: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -481,43 +492,119 @@ class Advantages:
     """Phase 4's output: what the loss weighs each completion and token by.
 
     Attributes:
-        advantages: ``(N,)`` group advantages, on the policy's device.
-        loss_mask: ``(N, C)`` completion tokens that count in the loss.
+        advantages: ``(N,)`` group advantages (outcome), or ``(N, C)`` token advantages (process), on the policy's
+            device.
+        loss_mask: ``(N, C)`` completion tokens that count in the loss; all 0 on a completion that is not
+            trained on (a null reward; with process supervision, no scored step).
         num_items_in_batch: completion tokens that count, of the whole batch (``dapo``'s normaliser).
+        num_completions_in_batch: completions with a token that counts (``grpo``/``dr_grpo``'s normaliser).
+        metrics: ``steps/*`` figures with process supervision.
     """
 
     advantages: torch.Tensor
     loss_mask: torch.Tensor
     num_items_in_batch: torch.Tensor
+    num_completions_in_batch: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
-def sample(run: Run, start: StepStart) -> Rollouts:
+def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
     """Phase 1: sample ``num_generations`` completions per prompt, one chunk of prompts at a time.
 
-    A finished chunk goes to the reward server at once, so it is scored while the next chunk generates.
+    The prompts are the next ``prompt_batch_size`` of the run's order (round ``r`` of dynamic sampling takes the
+    ``r``-th batch after the step's first). A finished chunk goes to the reward server at once, so it is scored
+    while the next chunk generates. Completions are at most ``max_completion_length`` tokens, as the schedule
+    gives it for this step.
     """
     config = run.config
-    indices = prompt_indices(start.step, config.prompt_batch_size, len(run.train_rows), config.seed)
+    position = run.prompt_cursor + round_index * config.prompt_batch_size
+    indices = indices_from(position, config.prompt_batch_size, len(run.train_rows), config.seed)
     rows = [run.train_rows[i] for i in indices][run.dist.shard(len(indices))]
     prompts = [row[config.prompt_column] for row in rows]
+    sampling = dataclasses.replace(run.sampling, max_new_tokens=config.completion_length_at(start.step))
+    prefix = f"{run.run_name}-s{start.step}" + (f"-r{round_index}" if round_index else "")
     chunks, futures = [], []
     for lo in range(0, len(prompts), config.chunk_prompts):
         with start.timer("generate"):
-            chunk = run.backend.generate(prompts[lo : lo + config.chunk_prompts], config.num_generations, run.sampling)
+            chunk = run.backend.generate(prompts[lo : lo + config.chunk_prompts], config.num_generations, sampling)
         items = reward_items(
             rows,
             (chunk.prompt_index + lo).tolist(),
             chunk.completion_texts,
             chunk.completion_lengths.tolist(),
-            f"{run.run_name}-s{start.step}",
+            prefix,
             config.prompt_column,
+            steps=_steps_request(config),
         )
         futures.append(run.scorer.submit(items))
         chunks.append(chunk)
         if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
             start.timer.add("reward_wait", _wait_or_stop(run, futures[-1:], start)[1])
     batch = RolloutBatch.concat(chunks, run.backend.pad_token_id)  # (N = B * G rows)
-    return Rollouts(rows=rows, batch=batch, group_ids=batch.prompt_index, futures=futures)
+    return Rollouts(
+        rows=rows, batch=batch, group_ids=batch.prompt_index, futures=futures, prompts_drawn=config.prompt_batch_size
+    )
+
+
+def _steps_request(config: GRPOConfig) -> dict[str, str] | None:
+    """What each reward item asks the server for its steps, with process supervision (``None`` otherwise)."""
+    if config.advantage_estimator != "process":
+        return None
+    return {"component": config.step_component, "separator": config.step_separator}
+
+
+def keep_informative_groups(run: Run, start: StepStart, first: Rollouts) -> Rollouts:
+    """Phase 1b, DAPO's dynamic sampling (arXiv 2503.14476, section 3.2): drop the groups whose rewards are all
+    equal (advantage 0: no policy gradient) and sample further batches of prompts until the step holds
+    ``prompt_batch_size`` groups that differ, for at most ``max_num_gen_batches`` batches in all.
+
+    This waits for each batch's rewards, so scoring no longer overlaps the old/reference log-probs. When the
+    rounds run out first, the step is filled with equal groups, in the order they were sampled, so the batch keeps
+    its shape (they add KL gradient only). Logged: the share of zero-std groups before filtering (of every batch
+    sampled), the rounds used and the groups filled in that way.
+    """
+    config = run.config
+    want = len(first.rows)
+    kept: list[tuple[Rollouts, int, list[RewardResult]]] = []  # (the round's rollouts, group, its results)
+    equal: list[tuple[Rollouts, int, list[RewardResult]]] = []
+    rounds, rollouts, total_groups = 0, first, 0
+    while True:
+        rounds += 1
+        results, _ = _wait_or_stop(run, rollouts.futures, start)
+        rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (n,)
+        stats = group_stats(rewards, rollouts.group_ids.cpu())
+        for g in range(stats.num_groups):
+            rows_g = (stats.group_index == g).nonzero().squeeze(-1)
+            target = kept if float(stats.std[rows_g[0]]) > 1e-8 else equal
+            target.append((rollouts, g, [results[int(i)] for i in rows_g]))
+        total_groups += stats.num_groups
+        if len(kept) >= want or rounds >= config.max_num_gen_batches:
+            break
+        rollouts = sample(run, start, round_index=rounds)
+    chosen = (kept + equal)[:want]
+    parts, rows, results_out = [], [], []
+    for source, g, group_results in chosen:
+        members = (source.group_ids.cpu() == source.group_ids.cpu().unique()[g]).nonzero().squeeze(-1)
+        parts.append(source.batch.select(members))
+        rows.append(source.rows[int(source.batch.prompt_index[members[0]])])
+        results_out.extend(group_results)
+    batch = RolloutBatch.concat(parts, run.backend.pad_token_id)
+    group_ids = torch.unique(batch.prompt_index, return_inverse=True)[1]  # (N,) 0..want-1 in order
+    batch = dataclasses.replace(batch, prompt_index=group_ids)
+    done: Future[list[RewardResult]] = Future()
+    done.set_result(results_out)
+    return Rollouts(
+        rows=rows,
+        batch=batch,
+        group_ids=group_ids,
+        futures=[done],
+        prompts_drawn=rounds * config.prompt_batch_size,
+        metrics={
+            "dynamic_sampling/frac_zero_std_before": len(equal) / max(total_groups, 1),
+            "dynamic_sampling/rounds": float(rounds),
+            "dynamic_sampling/filled_groups": float(max(0, want - len(kept))),
+        },
+    )
 
 
 def old_and_ref_log_probs(
@@ -533,10 +620,10 @@ def old_and_ref_log_probs(
     with timer("logprobs"):
         old_logps = None
         if config.num_iterations > 1:
-            old_logps = _log_probs_per_micro_batch(run.model, batch, run.micro, config.temperature, run.autocast)
+            old_logps = _log_probs_per_micro_batch(run.model, batch, run.micro, config, run.autocast)
         ref_logps = None
         if run.ref_model is not None:
-            ref_logps = _log_probs_per_micro_batch(run.ref_model, batch, run.micro, config.temperature, run.autocast)
+            ref_logps = _log_probs_per_micro_batch(run.ref_model, batch, run.micro, config, run.autocast)
     return old_logps, ref_logps
 
 
@@ -549,42 +636,65 @@ def score(run: Run, rollouts: Rollouts, start: StepStart) -> Scored:
 
 
 def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantages:
-    """Phase 4: rewards to group advantages, and the tokens the loss counts.
+    """Phase 4: rewards to advantages, and the tokens the loss counts.
 
-    A null reward (NaN) is left out of its group's baseline and gets advantage 0: an infrastructure failure is not
-    a wrong answer.
+    Outcome supervision (default): one group advantage per completion. Process supervision: the server's step
+    rewards, normalised over each group's steps, summed over the steps at or after each token (DeepSeekMath
+    4.1.3, :func:`trainer.grpo.process_advantages`). A completion with a null reward (outcome) or no scored step
+    (process) gets advantage 0 and is not trained on: its tokens leave the loss mask, so it counts in no
+    denominator and gets no KL gradient; an infrastructure failure is not a wrong answer.
     """
     config = run.config
-    advantages = group_advantages(scored.rewards, rollouts.group_ids.cpu(), config.scale_rewards)  # (N,)
-    loss_mask = rollouts.batch.completion_mask.clone()  # (N, C)
+    batch, group_ids = rollouts.batch, rollouts.group_ids.cpu()
+    metrics: dict[str, float] = {}
+    if config.advantage_estimator == "process":
+        step_rewards, step_ends = step_tensors(scored.results, batch, run.tokenizer)  # (N, S) each
+        width = batch.completion_ids.shape[1]
+        advantages = process_advantages(step_rewards, step_ends, group_ids, width, config.scale_rewards)  # (N, C)
+        trained = (~torch.isnan(step_rewards)).any(-1)  # (N,)
+        scores = step_rewards[~torch.isnan(step_rewards)]
+        metrics = {
+            "steps/per_completion": sum(len(r.steps or ()) for r in scored.results) / max(len(scored.results), 1),
+            "steps/frac_scored": float(scores.numel()) / max(sum(len(r.steps or ()) for r in scored.results), 1),
+            "steps/mean_score": float(scores.mean()) if scores.numel() else math.nan,
+        }
+    else:
+        advantages = group_advantages(scored.rewards, group_ids, config.scale_rewards)  # (N,)
+        trained = ~torch.isnan(scored.rewards)  # (N,)
+    loss_mask = batch.completion_mask.clone()  # (N, C)
     if config.mask_truncated_completions:
-        loss_mask[rollouts.batch.is_truncated] = 0
+        loss_mask[batch.is_truncated] = 0
+    loss_mask[~trained.to(loss_mask.device)] = 0
     return Advantages(
         advantages=advantages.to(run.device),
         loss_mask=loss_mask,
         num_items_in_batch=loss_mask.sum(),  # completion tokens of the whole batch (dapo's normaliser)
+        num_completions_in_batch=(loss_mask.sum(-1) > 0).sum(),  # grpo's and dr_grpo's
+        metrics=metrics,
     )
 
 
 def update(
     run: Run,
+    start: StepStart,
     batch: RolloutBatch,
     adv: Advantages,
     old_logps: list[torch.Tensor] | None,
     ref_logps: list[torch.Tensor] | None,
-    timer: PhaseTimer,
 ) -> dict[str, float]:
     """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
-    micro-batches, then clipping the global norm.
+    micro-batches, then clipping the global norm; the reference is synced when due (``sync_ref_model``).
 
     Returns:
-        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy`` and ``optim/grad_norm``, averaged
-        over iterations (and micro-batches).
+        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``optim/grad_norm`` (averaged
+        over iterations and micro-batches) and ``optim/lr`` (the rate of the step's last update). The clip ratio
+        leaves out iteration 0 when ``num_iterations > 1``: there the ratio is 1 by construction, and counting it
+        would halve the figure at ``num_iterations: 2``. The entropy is averaged over the tokens the loss counts.
     """
     config = run.config
     stats: dict[str, list[float]] = defaultdict(list)
-    entropy_sum, entropy_tokens = 0.0, 0.0
-    with timer("update"):
+    entropy_sum, entropy_tokens, lr = 0.0, 0.0, current_lr(run.optimizer)
+    with start.timer("update"):
         for iteration in range(config.num_iterations):
             policy_loss = 0.0
             for k, rows_k in enumerate(run.micro):
@@ -592,47 +702,74 @@ def update(
                 width = mb.completion_ids.shape[1]
                 with run.autocast():
                     logp, entropy = completion_log_probs(
-                        run.model, mb, config.temperature, with_entropy=iteration == 0
+                        run.model,
+                        mb,
+                        config.temperature,
+                        with_entropy=iteration == 0,
+                        top_k=config.top_k,
+                        top_p=config.top_p,
                     )  # (b, c)
+                mask_k = adv.loss_mask[rows_k][:, :width]  # (b, c)
+                advantages_k = adv.advantages[rows_k]  # (b,) or (b, C)
                 out = grpo_loss(
                     logp.float(),
                     old_logps[k] if old_logps is not None else logp.detach().float(),
-                    adv.advantages[rows_k],
-                    adv.loss_mask[rows_k][:, :width],  # (b, c)
+                    advantages_k[:, :width] if advantages_k.ndim == 2 else advantages_k,
+                    mask_k,
                     loss_type=config.loss_type,
                     epsilon=config.epsilon,
                     epsilon_high=config.epsilon_high,
                     beta=config.beta,
                     ref_logp=ref_logps[k] if ref_logps is not None else None,
-                    max_completion_length=config.max_completion_length,
+                    max_completion_length=config.completion_length_at(start.step),
                     num_items_in_batch=adv.num_items_in_batch,
+                    num_completions_in_batch=adv.num_completions_in_batch,
                     gradient_accumulation_steps=config.gradient_accumulation_steps,
                 )
                 out.loss.backward()
                 policy_loss += out.policy_loss.item()
                 stats["kl"].append(out.kl.item())
-                stats["clip_ratio"].append(out.clip_ratio.item())
+                if iteration > 0 or config.num_iterations == 1:
+                    stats["clip_ratio"].append(out.clip_ratio.item())
                 if entropy is not None:
-                    m = mb.completion_mask.to(entropy.dtype)
+                    m = mask_k.to(entropy.dtype)
                     entropy_sum += float((entropy * m).sum())
                     entropy_tokens += float(m.sum())
             stats["policy_loss"].append(policy_loss)
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
             stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(run.model.parameters(), max_norm)))
+            lr = current_lr(run.optimizer)  # the rate this update runs at
             run.optimizer.step()
             run.scheduler.step()
             run.optimizer.zero_grad(set_to_none=True)
+            updates_done = start.step * config.num_iterations + iteration + 1
+            if config.sync_ref_model and updates_done % config.ref_model_sync_steps == 0:
+                sync_reference(run)
+                stats["ref_syncs"].append(1.0)
     return {
         "loss/policy": sum(stats["policy_loss"]) / len(stats["policy_loss"]),
         "loss/kl": sum(stats["kl"]) / len(stats["kl"]),
         "policy/clip_ratio": sum(stats["clip_ratio"]) / len(stats["clip_ratio"]),
         "policy/entropy": entropy_sum / max(entropy_tokens, 1.0),
         "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),
+        "optim/lr": lr,
+        "ref/synced": float(len(stats["ref_syncs"])),
     }
 
 
+@torch.no_grad()
+def sync_reference(run: Run) -> None:
+    """TRL's reference sync (``SyncRefModelCallback``; DeepSeekMath's iterative RL with alpha 1): every reference
+    weight becomes ``alpha * policy + (1 - alpha) * reference``, ``alpha = ref_model_mixup_alpha``."""
+    assert run.ref_model is not None  # config validation: sync_ref_model needs beta > 0
+    alpha = run.config.ref_model_mixup_alpha
+    for ref_p, p in zip(run.ref_model.parameters(), run.model.parameters(), strict=True):
+        ref_p.mul_(1.0 - alpha).add_(p.detach().to(ref_p.dtype), alpha=alpha)
+    run.ref_synced = True
+
+
 def step_metrics(
-    run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, stats: dict[str, float]
+    run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, adv: Advantages, stats: dict[str, float]
 ) -> dict[str, Any]:
     """Phase 6a: the step's metrics row (rewards, lengths, the update's statistics, timings)."""
     step_s = time.perf_counter() - start.started_s
@@ -650,12 +787,15 @@ def step_metrics(
         "completions/mean_length": float(lengths.mean()),
         "completions/max_length": float(lengths.max()),
         "completions/clipped_ratio": float(batch.is_truncated.float().mean()),
-        "optim/lr": run.scheduler.get_last_lr()[0],
+        "optim/lr": stats["optim/lr"],
         "optim/grad_norm": stats["optim/grad_norm"],
+        **({"ref/synced": stats["ref/synced"]} if run.config.sync_ref_model else {}),
+        **rollouts.metrics,
         **timer.as_metrics(),
         "timing/step": step_s,
         "timing/reward_wait_frac": timer.seconds["reward_wait"] / step_s,
         "perf/tokens_per_s": float(lengths.sum()) / step_s,
+        **adv.metrics,
     }
 
 
@@ -666,7 +806,16 @@ def end_step(run: Run, start: StepStart, row: dict[str, Any]) -> None:
     is_last = done == config.max_steps
     if run.eval_rows and (is_last or (config.eval_steps and done % config.eval_steps == 0)):
         with start.timer("eval"):
-            row.update(evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval{done}"))
+            row.update(
+                evaluate(
+                    run.backend,
+                    run.eval_rows,
+                    run.scorer,
+                    config,
+                    f"{run.run_name}-eval{done}",
+                    config.completion_length_at(start.step),
+                )
+            )
         row["timing/eval"] = start.timer.seconds["eval"]
     log_metrics(run, done, row)
     if is_last or (config.save_steps and done % config.save_steps == 0):
@@ -692,6 +841,8 @@ def save(run: Run, step: int, rng: dict[str, Any] | None = None) -> Path:
         config=run.config.to_dict(),
         save_total_limit=run.config.save_total_limit,
         rng=rng,
+        loop_state={"prompt_cursor": run.prompt_cursor},
+        ref_model=run.ref_model if run.ref_synced else None,
     )
 
 
@@ -731,17 +882,22 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
     )
     try:
         if run.eval_rows and run.start_step == 0:
-            row = evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval0")
+            row = evaluate(
+                run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval0", config.completion_length_at(0)
+            )
             log_metrics(run, 0, row)
             logger.info("step 0: eval pass@1 %.3f", row["eval/pass@1"])
         for step in range(run.start_step, config.max_steps):
             start = StepStart(step=step, rng=rng_state(), timer=PhaseTimer(), started_s=time.perf_counter())
             rollouts = sample(run, start)  # 1. completions; each chunk's rewards already requested
+            if config.dynamic_sampling:  # 1b. DAPO: only groups whose rewards differ, sampling more to fill
+                rollouts = keep_informative_groups(run, start, rollouts)
             old_logps, ref_logps = old_and_ref_log_probs(run, rollouts.batch, start.timer)  # 2. while scoring
             scored = score(run, rollouts, start)  # 3. wait for the rewards
-            adv = compute_advantages(run, rollouts, scored)  # 4. group advantages, loss mask
-            stats = update(run, rollouts.batch, adv, old_logps, ref_logps, start.timer)  # 5. optimizer steps
-            row = step_metrics(run, start, rollouts, scored, stats)  # 6. log, evaluate, checkpoint
+            adv = compute_advantages(run, rollouts, scored)  # 4. advantages, loss mask
+            stats = update(run, start, rollouts.batch, adv, old_logps, ref_logps)  # 5. optimizer steps
+            run.prompt_cursor += rollouts.prompts_drawn
+            row = step_metrics(run, start, rollouts, scored, adv, stats)  # 6. log, evaluate, checkpoint
             end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")

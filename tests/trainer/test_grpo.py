@@ -11,6 +11,7 @@ from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsW
 
 from trainer.grpo import (
     ADVANTAGE_EPS,
+    OUTSIDE_SUPPORT_LOGP,
     aggregate_loss,
     clipped_surrogate,
     entropy_from_logits,
@@ -479,8 +480,18 @@ def test_truncated_log_probs_are_those_of_the_renormalised_distribution() -> Non
     assert support is not None and support.tolist() == [[[True, True, False, False]]]
     got = token_log_probs(logits.expand(1, 4, 4), torch.tensor([[0, 1, 2, 3]]), support.expand(1, 4, 4))
     assert got[0, :2].tolist() == pytest.approx([math.log(0.5 / 0.8), math.log(0.3 / 0.8)], abs=1e-6)
-    assert got[0, 2:].tolist() == [-math.inf, -math.inf]
+    assert got[0, 2:].tolist() == [OUTSIDE_SUPPORT_LOGP, OUTSIDE_SUPPORT_LOGP]  # finite: no NaN in a log-ratio
     assert sampling_support(logits, 0, 1.0) is None  # no truncation: the full softmax
+
+
+def test_truncated_log_probs_give_finite_gradients_outside_the_support() -> None:
+    logits = torch.log(_t([0.5, 0.3, 0.15, 0.05])).reshape(1, 1, 4).expand(1, 2, 4).clone().requires_grad_(True)
+    support = sampling_support(logits, top_k=2)
+    logp = token_log_probs(logits, torch.tensor([[0, 3]]), support)  # token 3 is outside the top 2
+    per_token, _ = clipped_surrogate(logp, logp.detach(), _t([1.0]), 0.2)
+    (per_token.sum() + kl_k3(logp, logp.detach() - 0.5).sum()).backward()
+    assert logits.grad is not None and torch.isfinite(logits.grad).all()
+    assert logits.grad[0, 1].abs().sum() == 0  # nothing flows through a token the sampler could not draw
 
 
 def test_entropy_hand_computed() -> None:
