@@ -167,7 +167,7 @@ class GRPOConfig:
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this before each optimizer step (0 disables clipping)."""
     warmup_steps: int = 0
-    """Optimizer steps of linear learning-rate warm-up from 0."""
+    """Optimizer steps of linear learning-rate warm-up (the first runs at lr / (warmup_steps + 1), not 0)."""
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = "linear"
     """Learning-rate schedule after warm-up: ``linear`` decay to 0 (TRL's default), ``cosine`` or ``constant``."""
 
