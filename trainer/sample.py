@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from reward_server.client import RewardResult
 from trainer.config import SampleConfig
 from trainer.data import load_rows, reward_items
+from trainer.distributed import Distributed
 from trainer.reward_client import RewardScorer
 from trainer.rollout import GenerationBackend, RolloutBatch, SamplingParams, TransformersBackend
 from trainer.train import _load_model, _load_tokenizer, _seed_everything
@@ -202,7 +203,7 @@ def sample(
     rows = load_rows(config.data, config.split, config.prompt_column)[: config.max_prompts]
     if backend is None:
         want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-        device = torch.device("cuda" if want_cuda else "cpu")
+        device = Distributed.from_env().device(want_cuda)  # one process today; the seam train uses
         tokenizer = _load_tokenizer(config)  # type: ignore[arg-type]  # reads the two name_or_path fields
         model = _load_model(config.model_name_or_path, device, True).eval().requires_grad_(False)
         if device.type == "cuda" and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported()):

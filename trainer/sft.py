@@ -38,6 +38,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trainer.checkpoint import load_training_state, resolve_checkpoint, save_checkpoint
 from trainer.config import ConfigError, SFTConfig
 from trainer.data import DataError, prompt_indices, read_rows
+from trainer.distributed import Distributed
 from trainer.metrics import MetricsLogger
 from trainer.optim import build_optimizer, current_lr, resume_lr
 from trainer.rollout import PromptEncoder, _eos_ids
@@ -225,7 +226,7 @@ def sft(config: SFTConfig) -> TrainResult:
     if config.torch_num_threads is not None:
         torch.set_num_threads(config.torch_num_threads)
     want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-    device = torch.device("cuda" if want_cuda else "cpu")
+    device = Distributed.from_env().device(want_cuda)  # one process today; the seam train uses
     use_bf16 = device.type == "cuda" and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
 
     def autocast() -> contextlib.AbstractContextManager[Any]:

@@ -177,3 +177,28 @@ def test_rejection_sampling_then_sft_against_a_live_server(
     }
     _run_cli("sft", sft_config, tmp_path / "sft.yaml")
     assert [r["step"] for r in read_metrics(tmp_path / "sft")] == [1, 2]
+
+
+def test_process_supervision_against_a_live_server(live_server: str, answering_model: Path, tmp_path: Path) -> None:
+    """The real step component: the answers hold no arithmetic claim, so every step comes back null (neutral)."""
+    data = tmp_path / "train.jsonl"
+    rows = [{"prompt": f"What is {a} plus {b}?", "ground_truth": str(a + b)} for a in range(3) for b in range(3)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {
+        "model_name_or_path": str(answering_model),
+        "train_data": str(data),
+        "output_dir": str(tmp_path / "run"),
+        "reward_server_urls": [live_server],
+        "advantage_estimator": "process",
+        "max_steps": 1,
+        "prompt_batch_size": 2,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "torch_num_threads": 1,
+        "progress_bar": False,
+    }
+    _run_cli("train", config, tmp_path / "config.yaml")
+    [row] = read_metrics(tmp_path / "run")
+    assert row["steps/per_completion"] >= 1.0  # the server split every completion into steps
+    assert row["steps/frac_scored"] == 0.0  # "<answer>3</answer>" claims nothing checkable
+    assert row["loss/policy"] == 0.0  # no scored step: nothing is trained on
