@@ -88,3 +88,14 @@ def test_readme_links_reach_pages_and_headings() -> None:
         if anchor:
             headings = re.findall(r"^#+ (.+)$", target.read_text(), flags=re.M)
             assert anchor in {slugify(h, "-") for h in headings}, f"{path}#{anchor}"
+
+
+@pytest.mark.parametrize("class_name", ["SFTConfig", "SampleConfig"])
+def test_the_recipe_page_lists_every_sft_and_sample_option(class_name: str) -> None:
+    import trainer.config
+
+    cls = getattr(trainer.config, class_name)
+    text = _hook().render_config(class_name, level=4)
+    for f in dataclasses.fields(cls):
+        assert any(line.startswith(f"| `{f.name}` |") for line in text.splitlines()), f.name
+    assert "#### Model and data" in text

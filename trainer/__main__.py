@@ -1,43 +1,56 @@
-"""Command line: ``python -m trainer train --config CONFIG.yaml`` (also ``grpo-train``), ``plot``, ``merge``,
-``fields``."""
+"""Command line: ``python -m trainer train|sft|sample --config CONFIG.yaml`` (``train`` is also ``grpo-train``),
+``plot``, ``merge`` and ``fields``."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from trainer.config import ConfigError, field_docs, load_config, parse_overrides
+from trainer.config import CONFIG_CLASSES, ConfigError, field_docs, load_config, parse_overrides
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="GRPO trainer scored by the rlvr reward server.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="GRPO trainer scored by the rlvr reward server, with SFT and rejection sampling.",
+)
 
 
-@app.command()
-def train(
-    config: Annotated[
-        Path, typer.Option("--config", "-c", help="YAML config (see `fields`).", exists=True, dir_okay=False)
-    ],
-    overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="Override one option, e.g. --set max_steps=10 (repeatable).")
-    ] = None,
-) -> None:
-    """Train a policy with GRPO against running reward server(s)."""
-    # torch and transformers load only for this command
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="YAML config (see `fields`).", exists=True, dir_okay=False)
+]
+SetOption = Annotated[
+    list[str] | None, typer.Option("--set", help="Override one option, e.g. --set max_steps=10 (repeatable).")
+]
+
+
+def _run(command: str, config: Path, overrides: list[str] | None) -> Any:
+    """Load the command's config and run it; each failure a user must fix is one line and an exit code."""
+    # torch and transformers load only for the commands that need them
     from rlvr_client.client import RewardServerError
     from trainer.data import DataError
-    from trainer.train import train as run_training
 
     try:
-        cfg = load_config(config, parse_overrides(overrides or []))
+        cfg = load_config(config, parse_overrides(overrides or []), cls=CONFIG_CLASSES[command])
     except ConfigError as exc:
         typer.echo(f"config error: {exc}", err=True)
         raise typer.Exit(2) from exc
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reward request drowns the log
     try:
-        result = run_training(cfg)
+        if command == "train":
+            from trainer.train import train as run
+
+            return run(cfg)
+        if command == "sft":
+            from trainer.sft import sft as run_sft
+
+            return run_sft(cfg)  # type: ignore[arg-type]
+        from trainer.sample import sample as run_sample
+
+        return run_sample(cfg)  # type: ignore[arg-type]
     except ConfigError as exc:  # found only once things load: a model path, a checkpoint past max_steps
         typer.echo(f"config error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -46,7 +59,27 @@ def train(
         label = {DataError: "data error", RewardServerError: "reward server error"}.get(type(exc), "error")
         typer.echo(f"{label}: {exc}", err=True)
         raise typer.Exit(1) from exc
+
+
+@app.command()
+def train(config: ConfigOption, overrides: SetOption = None) -> None:
+    """Train a policy with GRPO against running reward server(s)."""
+    result = _run("train", config, overrides)
     typer.echo(f"done: metrics in {result.output_dir / 'metrics.jsonl'}, final checkpoint {result.checkpoint}")
+
+
+@app.command()
+def sft(config: ConfigOption, overrides: SetOption = None) -> None:
+    """Supervised fine-tuning on prompt/completion rows or chat messages, loss on completion tokens only."""
+    result = _run("sft", config, overrides)
+    typer.echo(f"done: metrics in {result.output_dir / 'metrics.jsonl'}, final checkpoint {result.checkpoint}")
+
+
+@app.command()
+def sample(config: ConfigOption, overrides: SetOption = None) -> None:
+    """Rejection sampling: k completions per prompt, scored by the server; the verified ones become an SFT set."""
+    result = _run("sample", config, overrides)
+    typer.echo(result.report())
 
 
 @app.command()
@@ -88,9 +121,14 @@ def merge(
 
 
 @app.command()
-def fields() -> None:
-    """List every config option with its one-line description."""
-    for name, doc in field_docs().items():
+def fields(
+    command: Annotated[str, typer.Argument(help="The command whose options to list: train, sft or sample.")] = "train",
+) -> None:
+    """List every config option of a command with its one-line description."""
+    if command not in CONFIG_CLASSES:
+        typer.echo(f"error: no command {command!r}; choose one of {', '.join(CONFIG_CLASSES)}", err=True)
+        raise typer.Exit(2)
+    for name, doc in field_docs(CONFIG_CLASSES[command]).items():
         typer.echo(f"{name:28s} {doc}")
 
 

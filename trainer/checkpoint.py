@@ -6,7 +6,9 @@ Layout of ``output_dir/checkpoint-<step>/``:
   the policy directly for evaluation or serving;
 * ``trainer_state.pt``: optimizer and scheduler state, the step, and the Python, NumPy and torch (CPU and CUDA)
   RNG states, so sampling after a resume draws what the uninterrupted run would have drawn;
-* ``grpo_config.yaml``: the config of the run that wrote it.
+* ``grpo_config.yaml`` (``sft_config.yaml`` for SFT): the config of the run that wrote it;
+* ``loop_state.json``: the loop's own counters (where the prompt order stands, when the reference was synced);
+* ``ref_model/``: the reference model, only when ``sync_ref_model`` has moved it away from where it started.
 
 A checkpoint is written to a temporary directory and renamed into place, so a crash mid-save never leaves a
 half checkpoint that ``latest`` would pick.
@@ -14,6 +16,7 @@ half checkpoint that ``latest`` would pick.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import re
@@ -29,6 +32,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 logger = logging.getLogger("trainer")
 STATE_FILE = "trainer_state.pt"
+LOOP_STATE_FILE = "loop_state.json"
+REF_MODEL_DIR = "ref_model"
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -67,10 +72,16 @@ def save_checkpoint(
     rng_ranks: list[dict[str, Any]] | None = None,
     model_state_dict: dict[str, torch.Tensor] | None = None,
     optimizer_state: dict[str, Any] | None = None,
+    config_file: str = "grpo_config.yaml",
+    loop_state: dict[str, Any] | None = None,
+    ref_model: PreTrainedModel | None = None,
+    ref_state_dict: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """Write ``output_dir/checkpoint-<step>`` and prune old ones beyond ``save_total_limit``.
 
     ``rng`` is the RNG state to store (what :func:`rng_state` returned earlier); ``None`` stores the current one.
+    ``config`` is written as YAML to ``config_file`` (``sft_config.yaml`` for ``python -m trainer sft``),
+    ``loop_state`` (plain JSON values) to ``loop_state.json``, and ``ref_model`` to ``ref_model/``.
     A checkpoint saved when a step failed part-way stores the state from the start of that step, so that the
     resumed run draws what an uninterrupted one would have drawn.
 
@@ -78,6 +89,7 @@ def save_checkpoint(
         rng_ranks: with several processes, every rank's RNG state in rank order (``rng`` is rank 0's).
         model_state_dict: the whole state dict when ``model``'s own is sharded (FSDP); ``None`` uses the model's.
         optimizer_state: the optimizer state to store when ``optimizer.state_dict()`` is sharded (FSDP).
+        ref_state_dict: the reference model's whole state dict when its own is sharded (FSDP).
 
     Returns:
         The checkpoint directory.
@@ -101,7 +113,11 @@ def save_checkpoint(
     if rng_ranks is not None:
         state["rng_ranks"] = rng_ranks
     torch.save(state, tmp / STATE_FILE)
-    (tmp / "grpo_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (tmp / config_file).write_text(yaml.safe_dump(config, sort_keys=False))
+    if loop_state is not None:
+        (tmp / LOOP_STATE_FILE).write_text(json.dumps(loop_state))
+    if ref_model is not None:
+        ref_model.save_pretrained(tmp / REF_MODEL_DIR, state_dict=ref_state_dict)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     if save_total_limit is not None:
@@ -138,6 +154,12 @@ def resolve_checkpoint(resume_from: str, output_dir: str | Path) -> Path:
     if not (path / STATE_FILE).exists():
         raise FileNotFoundError(f"{path} is not a checkpoint: {STATE_FILE} is missing")
     return path
+
+
+def read_loop_state(checkpoint: Path) -> dict[str, Any]:
+    """What ``loop_state.json`` holds (``{}`` for a checkpoint written before it existed)."""
+    path = checkpoint / LOOP_STATE_FILE
+    return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
 def load_training_state(

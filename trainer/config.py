@@ -1,8 +1,11 @@
-"""The trainer's one config: a frozen dataclass, loaded from YAML and validated before anything starts.
+"""The trainer's configs: frozen dataclasses, loaded from YAML and validated before anything starts.
 
-Knob names follow TRL's ``GRPOConfig`` where they mean the same thing (``num_generations``, ``beta``,
-``epsilon``, ``loss_type`` ...), so a TRL recipe carries over. Each field has a one-line docstring under it
-(``python -m trainer fields`` prints them). Validation errors say which value is wrong and how to fix it.
+:class:`GRPOConfig` is ``python -m trainer train``'s, :class:`SFTConfig` ``sft``'s and :class:`SampleConfig`
+``sample``'s; they share the loader, the ``--set`` overrides, the type checks and the names of the options they
+have in common. Knob names follow TRL's ``GRPOConfig`` and ``SFTConfig`` where they mean the same thing
+(``num_generations``, ``beta``, ``epsilon``, ``loss_type``, ``completion_only_loss`` ...), so a TRL recipe
+carries over. Each field has a one-line docstring under it (``python -m trainer fields [train|sft|sample]``
+prints them). Validation errors say which value is wrong and how to fix it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import math
 import types
 import typing
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -31,8 +33,7 @@ from trainer.grpo import (
     LossType,
     ScaleRewards,
 )
-
-LR_SCHEDULERS = ("constant", "linear", "cosine")
+from trainer.optim import LR_SCHEDULERS
 
 #: Names other trainers use for our knobs, so a ported config gets a useful "did you mean".
 _ALIASES = {
@@ -88,7 +89,6 @@ _UNSUPPORTED = {
     "reward_weights": "give weights per component in reward_components, e.g. {accuracy: 1.0, format: 0.5}",
     "delta": "two-sided clipping (INTELLECT-2) is not implemented; epsilon and epsilon_high bound the ratio",
     "importance_sampling_level": "only token-level ratios (TRL's default 'token') are implemented",
-    "sync_ref_model": "the reference model stays frozen at model_name_or_path (or ref_model_name_or_path)",
     "fp16": "on CUDA bf16 autocast is used (the bf16 option); fp16 is not supported",
     "logging_steps": "metrics are logged every step",
     "save_strategy": "checkpoints follow save_steps",
@@ -161,12 +161,18 @@ class GRPOConfig:
     """Prompt tokens kept (the end is kept, the start cut); ``None`` keeps all."""
     max_completion_length: int = 512
     """Most tokens generated per completion; a completion that reaches it without EOS is truncated."""
+    max_completion_length_schedule: dict[int, int] | None = None
+    """From step S on, at most L tokens: ``{S: L}`` (R1: ``{8200: 65536}``); max_completion_length before."""
     temperature: float = 1.0
     """Sampling temperature; log-probs for the loss use the same temperature so ratios match the sampler."""
     top_p: float = 1.0
-    """Nucleus sampling: keep the smallest token set with this much probability (1.0 keeps all)."""
+    """Nucleus sampling: keep the smallest token set with this much probability; the loss renormalises the same way."""
     top_k: int = 0
-    """Keep only the k most likely tokens when sampling (0 keeps all)."""
+    """Keep only the k most likely tokens when sampling (0 keeps all); the loss renormalises over the same set."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: drop groups whose rewards are all equal and sample more prompts to fill the step."""
+    max_num_gen_batches: int = 10
+    """With ``dynamic_sampling``, most rounds of ``prompt_batch_size`` prompts per step; then equal groups fill up."""
 
     # ------------------------------------------------------------------ optimisation
     learning_rate: float = 1e-6
@@ -182,9 +188,9 @@ class GRPOConfig:
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this before each optimizer step (0 disables clipping)."""
     warmup_steps: int = 0
-    """Optimizer steps of linear learning-rate warm-up from 0."""
-    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
-    """Learning-rate schedule after warm-up: ``constant``, ``linear`` decay to 0, or ``cosine`` decay to 0."""
+    """Optimizer steps of linear learning-rate warm-up (the first runs at lr / (warmup_steps + 1), not 0)."""
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule after warm-up: ``linear`` decay to 0 (TRL's default), ``cosine`` or ``constant``."""
 
     # ------------------------------------------------------------------ GRPO
     beta: float = 0.0
@@ -199,12 +205,24 @@ class GRPOConfig:
     """Token-loss aggregation: ``grpo`` (per-sequence mean), ``bnpo``, ``dr_grpo`` or ``dapo`` (batch token mean)."""
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
+    advantage_estimator: Literal["outcome", "process"] = "outcome"
+    """``outcome``: one reward per completion; ``process``: step rewards from the server (DeepSeekMath 4.1.3)."""
+    step_component: str = "arithmetic"
+    """With ``process``: the server's step component that scores each step (``arithmetic``: a op b = c checked)."""
+    step_separator: str = "\n\n"
+    """With ``process``: what separates two reasoning steps in a completion (default a blank line)."""
     mask_truncated_completions: bool = False
     """Leave completions that hit ``max_completion_length`` without EOS out of the loss (DAPO's overlong filter)."""
     disable_dropout: bool = True
     """Turn dropout off so the policy, old-policy and reference log-probs of one sequence agree."""
     ref_model_name_or_path: str | None = None
     """Reference model for the KL term; ``None`` uses ``model_name_or_path`` (the policy's start)."""
+    sync_ref_model: bool = False
+    """Move the reference towards the policy every ``ref_model_sync_steps`` (TRL; DeepSeekMath's iterative RL)."""
+    ref_model_mixup_alpha: float = 0.6
+    """At a sync the reference becomes ``alpha * policy + (1 - alpha) * reference`` (1.0 resets it to the policy)."""
+    ref_model_sync_steps: int = 512
+    """Optimizer steps between two syncs of the reference (TRL's meaning: ``num_iterations`` per training step)."""
 
     # ------------------------------------------------------------------ LoRA (peft)
     use_peft: bool = False
@@ -287,6 +305,16 @@ class GRPOConfig:
         """``prompt_batch_size * num_generations``."""
         return self.prompt_batch_size * self.num_generations
 
+    def completion_length_at(self, step: int) -> int:
+        """The ``max_completion_length`` of step ``step`` (0-based), with the schedule applied."""
+        started = [s for s in (self.max_completion_length_schedule or {}) if s <= step]
+        return self.max_completion_length_schedule[max(started)] if started else self.max_completion_length  # type: ignore[index]
+
+    @property
+    def max_completion_length_ever(self) -> int:
+        """The longest completion any step may generate (what the model's context must hold)."""
+        return max([self.max_completion_length, *(self.max_completion_length_schedule or {}).values()])
+
     @property
     def chunk_prompts(self) -> int:
         """Prompts per ``generate`` call, with the default resolved."""
@@ -297,16 +325,10 @@ class GRPOConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain values (tuples as lists), ready for YAML or JSON; secrets (``reward_api_key``) left out as ``None``,
         so a checkpoint's saved config never holds the key (a resumed run reads it from its own config or env)."""
-        values = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-        values.update(dict.fromkeys(_SECRETS))
-        return values
+        return _plain(self)
 
     def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{f.name}={'<redacted>' if f.name in _SECRETS and getattr(self, f.name) else repr(getattr(self, f.name))}"
-            for f in dataclasses.fields(self)
-        )
-        return f"{type(self).__name__}({shown})"
+        return _redacted_repr(self)
 
 
 #: Fields that are never written out or logged in clear.
@@ -319,13 +341,314 @@ def names_a_local_path(name: str) -> bool:
     return Path(name).expanduser().exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
 
 
+@dataclass(frozen=True)
+class SFTConfig:
+    """``python -m trainer sft``: supervised fine-tuning with the loss on completion tokens only (the cold start)."""
+
+    # ------------------------------------------------------------------ model and data
+    model_name_or_path: str
+    """Model to fine-tune: a Hugging Face model directory (or hub id) loadable with ``AutoModelForCausalLM``."""
+    train_data: str
+    """Rows of ``prompt`` and ``completion``, or of chat ``messages`` (.jsonl, .json, .parquet, .csv, a dataset)."""
+    tokenizer_name_or_path: str | None = None
+    """Tokenizer to use; ``None`` takes the one stored with ``model_name_or_path``."""
+    train_split: str = "train"
+    """Split to read when ``train_data`` is a ``datasets`` dataset with several splits."""
+    eval_data: str | None = None
+    """Held-out rows (same formats) for ``eval/loss``; ``None`` disables evaluation."""
+    eval_split: str = "test"
+    """Split to read when ``eval_data`` is a ``datasets`` dataset with several splits."""
+    prompt_column: str = "prompt"
+    """Column of the prompt: a string, or chat messages; rendered exactly as ``train`` renders GRPO prompts."""
+    completion_column: str = "completion"
+    """Column of the completion: a string, or a list with one assistant message."""
+    messages_column: str = "messages"
+    """Column of chat messages, used when a row has no prompt: the last (assistant) message is the completion."""
+    apply_chat_template: bool = True
+    """Render prompts with the tokenizer's chat template when it has one (a string becomes one user message)."""
+    max_prompt_length: int | None = 512
+    """Prompt tokens kept (the end is kept, the start cut, as in ``train``); ``None`` keeps all."""
+    max_completion_length: int | None = 1024
+    """Completion tokens kept, EOS included (the start is kept); ``None`` keeps all."""
+
+    # ------------------------------------------------------------------ length and batch
+    num_train_epochs: float = 1.0
+    """Passes over ``train_data`` (fractions allowed); ``max_steps`` overrides it when set."""
+    max_steps: int | None = None
+    """Optimizer steps; ``None`` takes ``num_train_epochs`` passes over the rows."""
+    batch_size: int = 32
+    """Rows per optimizer step (all micro-batches together)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step; ``batch_size`` rows are split evenly between them."""
+
+    # ------------------------------------------------------------------ optimisation
+    learning_rate: float = 2e-5
+    """Peak AdamW learning rate (TRL's SFT default)."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.999
+    """AdamW beta2."""
+    adam_epsilon: float = 1e-8
+    """AdamW epsilon."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this before each optimizer step (0 disables clipping)."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear learning-rate warm-up (the first runs at lr / (warmup_steps + 1), not 0)."""
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule after warm-up: ``linear`` decay to 0 (TRL's default), ``cosine`` or ``constant``."""
+
+    # ------------------------------------------------------------------ evaluation, logging, checkpoints
+    seed: int = 42
+    """Seed of Python, NumPy and torch, and of the row order (a fresh permutation per epoch)."""
+    output_dir: str = "runs/sft"
+    """Directory for metrics (``metrics.jsonl``, TensorBoard) and checkpoints."""
+    eval_steps: int = 0
+    """Held-out loss every this many steps (0: at the start and the end only, when ``eval_data`` is set)."""
+    eval_batch_size: int = 64
+    """Held-out rows per forward pass."""
+    save_steps: int = 0
+    """Save a checkpoint every this many steps (0: only at the end)."""
+    save_total_limit: int | None = None
+    """Keep only the newest this many checkpoints; ``None`` keeps all."""
+    resume_from_checkpoint: str | None = None
+    """A checkpoint directory to continue from, or ``latest`` for the newest one in ``output_dir``."""
+    report_to_tensorboard: bool = True
+    """Also write metrics as TensorBoard events under ``output_dir/tensorboard``."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar with the latest loss."""
+
+    # ------------------------------------------------------------------ hardware
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train: ``auto`` picks CUDA when present."""
+    bf16: bool | None = None
+    """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save GPU memory (CUDA only)."""
+    torch_num_threads: int | None = None
+    """CPU threads for torch (``None`` keeps torch's default)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_positive(self, "batch_size", "gradient_accumulation_steps", "eval_batch_size")
+        if self.batch_size % self.gradient_accumulation_steps:
+            raise _fix(
+                "gradient_accumulation_steps",
+                self.gradient_accumulation_steps,
+                f"must divide batch_size ({self.batch_size}) so micro-batches are equal",
+                f"Choose one of {[d for d in range(1, self.batch_size + 1) if self.batch_size % d == 0]}.",
+            )
+        for name in ("max_prompt_length", "max_completion_length", "max_steps"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise _fix(name, getattr(self, name), "must be >= 1 or null", "Use null for no limit.")
+        if self.num_train_epochs <= 0:
+            raise _fix("num_train_epochs", self.num_train_epochs, "must be > 0", "Use 1 for one pass over the rows.")
+        _check_optimizer(self)
+        _check_non_negative(self, "eval_steps", "save_steps")
+        _check_run(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, ready for YAML or JSON."""
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """``python -m trainer sample``: rejection sampling (DeepSeek-R1's phase 3) into an SFT dataset."""
+
+    # ------------------------------------------------------------------ model and data
+    model_name_or_path: str
+    """Policy to sample from: a checkpoint directory (``from_pretrained`` format) or a hub id."""
+    data: str
+    """Prompt rows in ``train``'s format (prompt, ground_truth, task ...): .jsonl, .json, .parquet, .csv, a dataset."""
+    tokenizer_name_or_path: str | None = None
+    """Tokenizer to use; ``None`` takes the one stored with ``model_name_or_path``."""
+    split: str = "train"
+    """Split to read when ``data`` is a ``datasets`` dataset with several splits."""
+    prompt_column: str = "prompt"
+    """Column holding the prompt: a string, or a list of chat messages ``{"role", "content"}``."""
+    apply_chat_template: bool = True
+    """Render prompts with the tokenizer's chat template when it has one (a string becomes one user message)."""
+    max_prompts: int | None = None
+    """Sample only the first this many rows; ``None`` uses all."""
+    output_dir: str = "runs/sample"
+    """Where ``kept.jsonl`` (the SFT dataset), ``summary.json`` and, if asked, ``samples.jsonl`` are written."""
+
+    # ------------------------------------------------------------------ reward server
+    reward_server_urls: tuple[str, ...] = ("http://127.0.0.1:8000",)
+    """Reward server base URLs; requests are balanced over them and fail over between them."""
+    reward_components: dict[str, Any] | None = None
+    """Request-level components, e.g. ``{accuracy: 1.0, format: 0.5}``; a row's ``components`` column overrides."""
+    reward_preset: str | None = None
+    """Request-level preset (``r1_zero``, ``r1``); ``None`` lets components (or the server default) decide."""
+    reward_timeout_s: float = 120.0
+    """Timeout of one ``POST /v1/rewards`` request, in seconds."""
+    reward_max_retries: int = 5
+    """Retries of a failed reward request (connection errors, 429, 503) before the command stops."""
+    reward_wait_ready_s: float = 120.0
+    """How long to wait at start for every reward server's ``/readyz``, in seconds."""
+    reward_api_key: str | None = None
+    """Reward server API key (sent as a Bearer token); ``None`` reads ``RLVR_API_KEY``. Never logged or saved."""
+
+    # ------------------------------------------------------------------ sampling
+    num_generations: int = 16
+    """Completions sampled per prompt (``n`` of pass@k; DeepSeek-R1 samples several and keeps the correct ones)."""
+    chunk_prompts: int = 8
+    """Prompts per ``generate`` call; each finished chunk is scored while the next one generates."""
+    max_prompt_length: int | None = 512
+    """Prompt tokens kept (the end is kept, the start cut); ``None`` keeps all."""
+    max_completion_length: int = 512
+    """Most tokens generated per completion; a completion that reaches it without EOS is truncated."""
+    temperature: float = 1.0
+    """Sampling temperature; 0 decodes greedily (then every completion of a prompt is the same)."""
+    top_p: float = 1.0
+    """Nucleus sampling: keep the smallest token set with this much probability (1.0 keeps all)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens when sampling (0 keeps all)."""
+
+    # ------------------------------------------------------------------ what is kept
+    reward_threshold: float = 1.0
+    """Keep a completion whose score is at least this (a null score is never kept)."""
+    threshold_component: str | None = None
+    """Compare this component's score with ``reward_threshold`` (e.g. ``accuracy``); ``None`` uses the reward."""
+    keep_truncated: bool = False
+    """Also keep completions that hit ``max_completion_length`` without EOS (an SFT target should end)."""
+    max_kept_per_prompt: int | None = None
+    """Keep at most this many completions of one prompt (the first ones sampled); ``None`` keeps all."""
+    deduplicate: bool = True
+    """Keep one copy of completions of the same prompt that are equal up to whitespace."""
+    pass_at_k: tuple[int, ...] | None = None
+    """The k of the pass@k figures (each <= num_generations); ``None`` reports k = 1 and k = num_generations."""
+    save_samples: bool = False
+    """Also write every completion with its reward to ``samples.jsonl`` (to audit what was dropped)."""
+
+    # ------------------------------------------------------------------ generation backend
+    use_vllm: bool = False
+    """Sample with a vLLM engine that loads ``model_name_or_path`` itself (the vllm extra) instead of ``generate``."""
+    vllm_gpu_memory_utilization: float = 0.9
+    """Share of GPU memory the engine may take (CUDA; nothing else shares the device here, unlike in ``train``)."""
+    vllm_enforce_eager: bool | None = None
+    """Run the engine without torch.compile and CUDA graphs; ``None``: eager on CPU, compiled on CUDA."""
+
+    # ------------------------------------------------------------------ run
+    seed: int = 42
+    """Seed of Python, NumPy and torch: the same seed samples the same completions on one machine."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar over prompts with the running pass@1 and kept fraction."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to generate: ``auto`` picks CUDA when present."""
+    bf16: bool | None = None
+    """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
+    torch_num_threads: int | None = None
+    """CPU threads for torch (``None`` keeps torch's default)."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_positive(self, "num_generations", "chunk_prompts", "max_completion_length")
+        if self.max_prompts is not None and self.max_prompts < 1:
+            raise _fix("max_prompts", self.max_prompts, "must be >= 1 or null", "Use null to sample every row.")
+        if self.max_kept_per_prompt is not None and self.max_kept_per_prompt < 1:
+            raise _fix("max_kept_per_prompt", self.max_kept_per_prompt, "must be >= 1 or null", "Use null for no cap.")
+        _check_sampling(self, training=False)
+        _check_reward_client(self)
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise _fix("vllm_gpu_memory_utilization", self.vllm_gpu_memory_utilization, "must be in (0, 1]", "Use 0.9.")
+        for k in self.ks:
+            if not 1 <= k <= self.num_generations:
+                raise _fix(
+                    "pass_at_k",
+                    list(self.pass_at_k or ()),
+                    f"every k must be between 1 and num_generations ({self.num_generations})",
+                    "pass@k needs at least k samples of each prompt; raise num_generations or lower k.",
+                )
+        _check_run(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (tuples as lists), ready for YAML or JSON; ``reward_api_key`` left out as ``None``."""
+        return _plain(self)
+
+    def __repr__(self) -> str:
+        return _redacted_repr(self)
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """The k of the pass@k figures, with the default resolved."""
+        return self.pass_at_k if self.pass_at_k is not None else tuple(sorted({1, self.num_generations}))
+
+
+C = typing.TypeVar("C", GRPOConfig, SFTConfig, SampleConfig)
+
+#: Per config class: other trainers' names for its knobs (for "did you mean") and options it refuses with a hint.
+_TABLES: dict[type, tuple[dict[str, str], dict[str, str]]] = {
+    GRPOConfig: (_ALIASES, _UNSUPPORTED),
+    SFTConfig: (
+        {
+            "lr": "learning_rate",
+            "per_device_train_batch_size": "batch_size",
+            "dataset": "train_data",
+            "train_dataset": "train_data",
+            "eval_dataset": "eval_data",
+            "model": "model_name_or_path",
+            "max_seq_length": "max_completion_length",
+            "max_length": "max_completion_length",
+            "lr_scheduler": "lr_scheduler_type",
+            "warmup": "warmup_steps",
+            "grad_clip": "max_grad_norm",
+            "epochs": "num_train_epochs",
+        },
+        {
+            "completion_only_loss": "the loss is always on completion tokens only (TRL's completion_only_loss)",
+            "assistant_only_loss": "with chat messages the loss is on the last (assistant) message only",
+            "packing": "rows are padded, not packed",
+            "dataset_text_field": "give prompt and completion columns, or chat messages",
+            "logging_steps": "metrics are logged every step",
+            "warmup_ratio": "set warmup_steps",
+        },
+    ),
+    SampleConfig: (
+        {
+            "model": "model_name_or_path",
+            "dataset": "data",
+            "train_data": "data",
+            "k": "num_generations",
+            "n": "num_generations",
+            "num_samples": "num_generations",
+            "threshold": "reward_threshold",
+            "max_new_tokens": "max_completion_length",
+            "rollout_chunk_prompts": "chunk_prompts",
+        },
+        {},
+    ),
+}
+_COMMANDS: dict[type, str] = {GRPOConfig: "train", SFTConfig: "sft", SampleConfig: "sample"}
+#: ``python -m trainer fields COMMAND`` prints the options of this class.
+CONFIG_CLASSES: dict[str, type] = {name: cls for cls, name in _COMMANDS.items()}
+
+
+def _plain(c: Any) -> dict[str, Any]:
+    """A config's fields as plain values (tuples as lists), secrets as ``None``."""
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(c).items()}
+    values.update({k: None for k in _SECRETS if k in values})
+    return values
+
+
+def _redacted_repr(c: Any) -> str:
+    shown = ", ".join(
+        f"{f.name}={'<redacted>' if f.name in _SECRETS and getattr(c, f.name) else repr(getattr(c, f.name))}"
+        for f in dataclasses.fields(c)
+    )
+    return f"{type(c).__name__}({shown})"
+
+
 def _fix(name: str, value: Any, rule: str, hint: str) -> ConfigError:
     return ConfigError(f"{name}={value!r}: {rule}. {hint}")
 
 
 def _validate(c: GRPOConfig) -> None:
     """Cross-field and range checks; each error names the field, the rule and a value that works."""
-    positive_ints = (
+    _check_positive(
+        c,
         "max_steps",
         "prompt_batch_size",
         "gradient_accumulation_steps",
@@ -334,9 +657,6 @@ def _validate(c: GRPOConfig) -> None:
         "eval_num_generations",
         "eval_chunk_prompts",
     )
-    for name in positive_ints:
-        if getattr(c, name) < 1:
-            raise _fix(name, getattr(c, name), "must be >= 1", f"Set {name}: 1 or more.")
     if c.num_generations < 2:
         raise _fix(
             "num_generations",
@@ -360,32 +680,14 @@ def _validate(c: GRPOConfig) -> None:
             f"must be between 1 and prompt_batch_size ({c.prompt_batch_size})",
             "Use null for the default, or a smaller number for more overlap of generation and scoring.",
         )
-    if c.max_prompt_length is not None and c.max_prompt_length < 1:
-        raise _fix("max_prompt_length", c.max_prompt_length, "must be >= 1 or null", "Use null to keep whole prompts.")
-    if c.temperature <= 0:
-        raise _fix(
-            "temperature", c.temperature, "must be > 0 for training (GRPO needs sampled, diverse groups)", "Use 1.0."
-        )
+    _check_sampling(c, training=True)
     if c.eval_temperature < 0:
         raise _fix("eval_temperature", c.eval_temperature, "must be >= 0", "Use 0 for greedy decoding.")
-    if not 0 < c.top_p <= 1:
-        raise _fix("top_p", c.top_p, "must be in (0, 1]", "Use 1.0 to keep every token.")
-    if c.top_k < 0:
-        raise _fix("top_k", c.top_k, "must be >= 0", "Use 0 to keep every token.")
-    if not 0 < c.learning_rate < 1:
-        raise _fix("learning_rate", c.learning_rate, "must be in (0, 1)", "Typical GRPO values are 1e-6 to 1e-5.")
-    for name in ("weight_decay", "max_grad_norm", "beta", "reward_wait_ready_s"):
-        if getattr(c, name) < 0:
-            raise _fix(name, getattr(c, name), "must be >= 0", f"Set {name}: 0 to turn it off.")
-    for name in ("adam_beta1", "adam_beta2"):
-        if not 0 <= getattr(c, name) < 1:
-            raise _fix(name, getattr(c, name), "must be in [0, 1)", "The usual values are 0.9 and 0.999.")
-    if c.adam_epsilon <= 0 or c.reward_timeout_s <= 0:
-        bad = "adam_epsilon" if c.adam_epsilon <= 0 else "reward_timeout_s"
-        raise _fix(bad, getattr(c, bad), "must be > 0", "Keep the default.")
-    if c.warmup_steps < 0 or c.reward_max_retries < 0 or c.eval_steps < 0 or c.save_steps < 0:
-        bad = next(n for n in ("warmup_steps", "reward_max_retries", "eval_steps", "save_steps") if getattr(c, n) < 0)
-        raise _fix(bad, getattr(c, bad), "must be >= 0", "Use 0 to turn it off.")
+    _check_optimizer(c)
+    if c.beta < 0:
+        raise _fix("beta", c.beta, "must be >= 0", "Set beta: 0 to turn it off.")
+    _check_reward_client(c)
+    _check_non_negative(c, "eval_steps", "save_steps")
     if not 0 <= c.epsilon < 1:
         raise _fix("epsilon", c.epsilon, "must be in [0, 1)", "DeepSeekMath and TRL use 0.2.")
     if c.epsilon_high is not None and c.epsilon_high < c.epsilon:
@@ -404,27 +706,20 @@ def _validate(c: GRPOConfig) -> None:
         if isinstance(c.scale_rewards, bool):
             hint = f"TRL's boolean form: write {'group' if c.scale_rewards else 'none'!r} for {c.scale_rewards}."
         raise _fix("scale_rewards", c.scale_rewards, f"must be one of {SCALE_REWARDS}", hint)
-    if not 0 <= c.seed < 2**32:
-        raise _fix("seed", c.seed, "must be in [0, 2**32)", "NumPy seeds only take that range; use e.g. 42.")
-    _check_components(c.reward_components)
-    if c.lr_scheduler_type not in LR_SCHEDULERS:
-        raise _fix("lr_scheduler_type", c.lr_scheduler_type, f"must be one of {LR_SCHEDULERS}", "Use 'constant'.")
-    if c.device not in ("auto", "cpu", "cuda"):
-        raise _fix("device", c.device, "must be auto, cpu or cuda", "Use auto.")
-    if not c.reward_server_urls:
-        raise _fix(
-            "reward_server_urls",
-            c.reward_server_urls,
-            "needs at least one URL",
-            "Start a server: python -m reward_server.",
-        )
-    for url in c.reward_server_urls:
-        _check_url(url)
-    if c.save_total_limit is not None and c.save_total_limit < 1:
-        raise _fix("save_total_limit", c.save_total_limit, "must be >= 1 or null", "Use null to keep every checkpoint.")
+    _check_run(c)
+    _check_recipe(c)
     if c.eval_max_prompts is not None and c.eval_max_prompts < 1:
         raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
     _check_vllm(c)
+    _check_lora(c)
+    if c.logprobs_chunk_tokens is not None and c.logprobs_chunk_tokens < 1:
+        raise _fix(
+            "logprobs_chunk_tokens", c.logprobs_chunk_tokens, "must be >= 1 or null", "1024 suits a 152k vocabulary."
+        )
+
+
+def _check_lora(c: GRPOConfig) -> None:
+    """The LoRA fields (``use_peft`` and ``lora_*``)."""
     if c.lora_r < 1 or c.lora_alpha < 1:
         bad = "lora_r" if c.lora_r < 1 else "lora_alpha"
         raise _fix(bad, getattr(c, bad), "must be >= 1", "TRL's defaults are lora_r 16 and lora_alpha 32.")
@@ -441,10 +736,123 @@ def _validate(c: GRPOConfig) -> None:
             "cannot be set with use_peft: the reference is the base model with the adapter disabled",
             "Remove ref_model_name_or_path, or set use_peft: false.",
         )
-    if c.logprobs_chunk_tokens is not None and c.logprobs_chunk_tokens < 1:
+    if c.use_peft and c.sync_ref_model:
         raise _fix(
-            "logprobs_chunk_tokens", c.logprobs_chunk_tokens, "must be >= 1 or null", "1024 suits a 152k vocabulary."
+            "sync_ref_model",
+            True,
+            "cannot be set with use_peft: the reference is the base model with the adapter disabled, which a sync "
+            "would not move",
+            "Set sync_ref_model: false, or use_peft: false to train and sync the whole model.",
         )
+
+
+def _check_recipe(c: GRPOConfig) -> None:
+    """The R1/DeepSeekMath/DAPO options: process supervision, reference sync, dynamic sampling, length schedule."""
+    if c.advantage_estimator not in ("outcome", "process"):
+        raise _fix("advantage_estimator", c.advantage_estimator, "must be outcome or process", "Use 'outcome'.")
+    if not c.step_separator:
+        raise _fix("step_separator", c.step_separator, "must not be empty", 'Use "\\n\\n" (a blank line).')
+    if c.sync_ref_model and c.beta == 0:
+        raise _fix(
+            "sync_ref_model",
+            True,
+            "needs beta > 0: with beta 0 there is no reference model to sync",
+            "Set beta (e.g. 0.04) or sync_ref_model: false.",
+        )
+    if not 0 < c.ref_model_mixup_alpha <= 1:
+        raise _fix(
+            "ref_model_mixup_alpha", c.ref_model_mixup_alpha, "must be in (0, 1]", "TRL's default is 0.6; 1.0 resets."
+        )
+    _check_positive(c, "ref_model_sync_steps", "max_num_gen_batches")
+    schedule = c.max_completion_length_schedule
+    if schedule is not None:
+        for step, length in schedule.items():
+            if not (isinstance(step, int) and isinstance(length, int)) or isinstance(step, bool) or step < 0:
+                raise _fix(
+                    "max_completion_length_schedule",
+                    schedule,
+                    "maps a step (>= 0) to a length in tokens (>= 1)",
+                    "e.g. {8200: 65536}: from step 8200 on, 65536 tokens.",
+                )
+            if isinstance(length, bool) or length < 1:
+                raise _fix("max_completion_length_schedule", schedule, "lengths must be >= 1", "e.g. {8200: 65536}.")
+
+
+# ------------------------------------------------------------------------ checks shared by the configs
+
+
+def _check_positive(c: Any, *names: str) -> None:
+    for name in names:
+        if getattr(c, name) < 1:
+            raise _fix(name, getattr(c, name), "must be >= 1", f"Set {name}: 1 or more.")
+
+
+def _check_non_negative(c: Any, *names: str) -> None:
+    for name in names:
+        if getattr(c, name) < 0:
+            raise _fix(name, getattr(c, name), "must be >= 0", "Use 0 to turn it off.")
+
+
+def _check_sampling(c: Any, *, training: bool) -> None:
+    """``temperature``, ``top_p``, ``top_k`` and ``max_prompt_length`` of a config that samples."""
+    if c.max_prompt_length is not None and c.max_prompt_length < 1:
+        raise _fix("max_prompt_length", c.max_prompt_length, "must be >= 1 or null", "Use null to keep whole prompts.")
+    if training and c.temperature <= 0:
+        raise _fix(
+            "temperature", c.temperature, "must be > 0 for training (GRPO needs sampled, diverse groups)", "Use 1.0."
+        )
+    if c.temperature < 0:
+        raise _fix("temperature", c.temperature, "must be >= 0", "Use 0 for greedy decoding, 1.0 to sample.")
+    if not 0 < c.top_p <= 1:
+        raise _fix("top_p", c.top_p, "must be in (0, 1]", "Use 1.0 to keep every token.")
+    if c.top_k < 0:
+        raise _fix("top_k", c.top_k, "must be >= 0", "Use 0 to keep every token.")
+
+
+def _check_optimizer(c: Any) -> None:
+    """The AdamW and schedule fields that ``GRPOConfig`` and ``SFTConfig`` share."""
+    if not 0 < c.learning_rate < 1:
+        raise _fix("learning_rate", c.learning_rate, "must be in (0, 1)", "Typical GRPO values are 1e-6 to 1e-5.")
+    for name in ("weight_decay", "max_grad_norm"):
+        if getattr(c, name) < 0:
+            raise _fix(name, getattr(c, name), "must be >= 0", f"Set {name}: 0 to turn it off.")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0 <= getattr(c, name) < 1:
+            raise _fix(name, getattr(c, name), "must be in [0, 1)", "The usual values are 0.9 and 0.999.")
+    if c.adam_epsilon <= 0:
+        raise _fix("adam_epsilon", c.adam_epsilon, "must be > 0", "Keep the default.")
+    _check_non_negative(c, "warmup_steps")
+    if c.lr_scheduler_type not in LR_SCHEDULERS:
+        raise _fix("lr_scheduler_type", c.lr_scheduler_type, f"must be one of {LR_SCHEDULERS}", "Use 'linear'.")
+
+
+def _check_reward_client(c: Any) -> None:
+    """The reward-server fields that ``GRPOConfig`` and ``SampleConfig`` share."""
+    if c.reward_wait_ready_s < 0:
+        raise _fix("reward_wait_ready_s", c.reward_wait_ready_s, "must be >= 0", "Set reward_wait_ready_s: 0.")
+    if c.reward_timeout_s <= 0:
+        raise _fix("reward_timeout_s", c.reward_timeout_s, "must be > 0", "Keep the default.")
+    _check_non_negative(c, "reward_max_retries")
+    _check_components(c.reward_components)
+    if not c.reward_server_urls:
+        raise _fix(
+            "reward_server_urls",
+            c.reward_server_urls,
+            "needs at least one URL",
+            "Start a server: python -m reward_server.",
+        )
+    for url in c.reward_server_urls:
+        _check_url(url)
+
+
+def _check_run(c: Any) -> None:
+    """Seed, checkpoints and hardware fields; each config checks the ones it has."""
+    if not 0 <= c.seed < 2**32:
+        raise _fix("seed", c.seed, "must be in [0, 2**32)", "NumPy seeds only take that range; use e.g. 42.")
+    if c.device not in ("auto", "cpu", "cuda"):
+        raise _fix("device", c.device, "must be auto, cpu or cuda", "Use auto.")
+    if getattr(c, "save_total_limit", None) is not None and c.save_total_limit < 1:
+        raise _fix("save_total_limit", c.save_total_limit, "must be >= 1 or null", "Use null to keep every checkpoint.")
     if c.torch_num_threads is not None and c.torch_num_threads < 1:
         raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
 
@@ -517,9 +925,13 @@ def _check_components(components: dict[str, Any] | None) -> None:
 # ---------------------------------------------------------------------------------------------------- type checks
 
 
-@cache
-def _hints() -> dict[str, Any]:
-    return typing.get_type_hints(GRPOConfig)
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def _describe(tp: Any) -> str:
@@ -555,10 +967,14 @@ def _matches(value: Any, tp: Any) -> bool:
     return isinstance(value, tp)
 
 
-def _check_types(c: GRPOConfig) -> None:
+#: String options where whitespace is a value (a blank line separates steps).
+_WHITESPACE_OK = frozenset({"step_separator"})
+
+
+def _check_types(c: Any) -> None:
     for f in dataclasses.fields(c):
         value = getattr(c, f.name)
-        tp = _hints()[f.name]
+        tp = _hints(type(c))[f.name]
         if typing.get_origin(tp) is Literal:
             continue  # _validate names the allowed values with a hint
         if not _matches(value, tp):
@@ -571,14 +987,14 @@ def _check_types(c: GRPOConfig) -> None:
             raise ConfigError(f"{f.name}={value!r}: must be a finite number. Give a number such as the default.")
         # An empty string is falsy: `resume_from_checkpoint: ""` would silently start afresh, `eval_data: ""`
         # would silently skip evaluation.
-        if isinstance(value, str) and not value.strip():
+        if isinstance(value, str) and not (value if f.name in _WHITESPACE_OK else value.strip()):
             hint = "use null to leave it unset" if _matches(None, tp) else "give a value"
             raise ConfigError(f"{f.name}={value!r}: must not be empty; {hint}.")
 
 
-def _coerce(name: str, value: Any) -> Any:
+def _coerce(cls: type, name: str, value: Any) -> Any:
     """YAML-level conveniences: ``1e-5`` (PyYAML reads it as a string) to float, lists to tuples."""
-    tp = _hints()[name]
+    tp = _hints(cls)[name]
     accepts_float = tp is float or (typing.get_origin(tp) in (types.UnionType,) and float in typing.get_args(tp))
     if accepts_float and isinstance(value, str):
         try:
@@ -598,37 +1014,44 @@ def _coerce(name: str, value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------- loading
 
 
-def config_from_dict(values: dict[str, Any], *, source: str = "config") -> GRPOConfig:
-    """Build and validate a :class:`GRPOConfig` from plain values.
+def config_from_dict(values: dict[str, Any], *, source: str = "config", cls: type[C] = GRPOConfig) -> C:  # type: ignore[assignment]
+    """Build and validate a config (:class:`GRPOConfig` unless ``cls`` names another) from plain values.
 
     Raises:
         ConfigError: an unknown key (with the closest known name), a missing required key, a wrong type or an
             invalid value.
     """
     for key in values:
-        _check_key(key, source)
-    required = [f.name for f in dataclasses.fields(GRPOConfig) if f.default is dataclasses.MISSING]
+        _check_key(key, source, cls)
+    required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
     missing = [k for k in required if k not in values]
     if missing:
-        raise ConfigError(f"{source} lacks required option(s) {missing}: {', '.join(field_docs()[k] for k in missing)}")
-    return GRPOConfig(**{k: _coerce(k, v) for k, v in values.items()})
+        docs = field_docs(cls)
+        raise ConfigError(f"{source} lacks required option(s) {missing}: {', '.join(docs[k] for k in missing)}")
+    return cls(**{k: _coerce(cls, k, v) for k, v in values.items()})
 
 
-def _check_key(key: Any, source: str) -> None:
-    """Refuse an option name that is not a field, with the closest known name (or what to use instead)."""
-    known = {f.name for f in dataclasses.fields(GRPOConfig)}
+def _check_key(key: Any, source: str, cls: type = GRPOConfig) -> None:
+    """Refuse an option name that is not a field of ``cls``, with the closest known name (or what to use instead)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    aliases, unsupported = _TABLES.get(cls, ({}, {}))
     if not isinstance(key, str):
         raise ConfigError(f"option names are strings; got {key!r} in {source}")
     if key not in known:
-        if key in _UNSUPPORTED:
-            raise ConfigError(f"option {key!r} in {source} is not supported: {_UNSUPPORTED[key]}.")
-        close = [_ALIASES[key]] if key in _ALIASES else difflib.get_close_matches(key, known, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else " Run `python -m trainer fields` for the list."
+        if key in unsupported:
+            raise ConfigError(f"option {key!r} in {source} is not supported: {unsupported[key]}.")
+        close = [aliases[key]] if key in aliases else difflib.get_close_matches(key, known, n=1)
+        command = _COMMANDS.get(cls, "train")
+        hint = f" Did you mean {close[0]!r}?" if close else f" Run `python -m trainer fields {command}` for the list."
         raise ConfigError(f"unknown option {key!r} in {source}.{hint}")
 
 
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GRPOConfig:
-    """Read a YAML config, apply ``overrides`` (e.g. from ``--set key=value``), validate.
+def load_config(
+    path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    cls: type[C] = GRPOConfig,  # type: ignore[assignment]
+) -> C:
+    """Read a YAML config, apply ``overrides`` (e.g. from ``--set key=value``), validate as ``cls``.
 
     Relative paths in the file stay relative to the current directory, as on the command line.
 
@@ -639,7 +1062,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GR
     """
     path = Path(path)
     for key, value in (overrides or {}).items():  # a name given on the command line is its mistake, not the file's
-        _check_key(key, f"--set {key}={value}")
+        _check_key(key, f"--set {key}={value}", cls)
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; give the YAML config file")
     try:
@@ -650,7 +1073,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> GR
     if not isinstance(values, dict):
         raise ConfigError(f"{path} must hold a YAML mapping of option: value, got {type(values).__name__}")
     values.update(overrides or {})
-    return config_from_dict(values, source=str(path))
+    return config_from_dict(values, source=str(path), cls=cls)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -693,10 +1116,18 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-@cache
-def field_docs() -> dict[str, str]:
+def field_docs(cls: type = GRPOConfig) -> dict[str, str]:
     """Each field's one-line docstring, read from this module's source (the string under the field)."""
-    tree = ast.parse(inspect.getsource(GRPOConfig))
+    if cls not in _DOCS:
+        _DOCS[cls] = _read_field_docs(cls)
+    return _DOCS[cls]
+
+
+_DOCS: dict[type, dict[str, str]] = {}
+
+
+def _read_field_docs(cls: type) -> dict[str, str]:
+    tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for node, nxt in itertools.pairwise(body):
@@ -712,8 +1143,11 @@ def field_docs() -> dict[str, str]:
 
 
 __all__ = [
+    "CONFIG_CLASSES",
     "ConfigError",
     "GRPOConfig",
+    "SFTConfig",
+    "SampleConfig",
     "config_from_dict",
     "field_docs",
     "load_config",

@@ -45,6 +45,25 @@ def load_named_rows(source: str, split: str, prompt_column: str = "prompt") -> t
     Raises:
         DataError: as :func:`load_rows`.
     """
+    rows, names = read_named_rows(source, split)
+    return [check_row(row, prompt_column, where=where) for row, where in zip(rows, names, strict=True)], names
+
+
+def read_rows(source: str, split: str) -> list[dict[str, Any]]:
+    """The rows of ``source`` as plain dicts, unchecked (formats as :func:`load_rows`; ``sft`` checks its own).
+
+    Raises:
+        DataError: no such file, an unreadable file, or no rows.
+    """
+    return read_named_rows(source, split)[0]
+
+
+def read_named_rows(source: str, split: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """:func:`read_rows`, with where each row is: ``data.jsonl:3`` (its line) or ``data.parquet row 3`` (from 1).
+
+    Raises:
+        DataError: no such file, an unreadable file, or no rows.
+    """
     path = Path(source)
     if path.is_file() and path.suffix in (".jsonl", ".ndjson", ""):
         numbered = _read_json_lines(path)
@@ -56,7 +75,7 @@ def load_named_rows(source: str, split: str, prompt_column: str = "prompt") -> t
         names = [f"{source} row {i}" for i in range(1, len(rows) + 1)]
     if not rows:
         raise DataError(f"{source} holds no rows")
-    return [check_row(row, prompt_column, where=where) for row, where in zip(rows, names, strict=True)], names
+    return rows, names
 
 
 def _read_dataset(source: str, path: Path, split: str) -> list[dict[str, Any]]:
@@ -201,27 +220,40 @@ def _check_tests(tests: Any, where: str) -> dict[str, Any]:
 
 
 def prompt_indices(step: int, batch_size: int, num_rows: int, seed: int) -> list[int]:
-    """Row indices of the prompts for training step ``step`` (0-based).
+    """Row indices of the prompts for training step ``step`` (0-based): :func:`indices_from` position
+    ``step * batch_size``.
 
     Rows are visited epoch by epoch, each epoch in a fresh permutation seeded by ``(seed, epoch)``; a batch that
     crosses an epoch boundary takes the rest of one and the start of the next. The order depends only on the
     arguments, so a resumed run sees exactly the prompts an uninterrupted one would.
     """
+    return indices_from(step * batch_size, batch_size, num_rows, seed)
+
+
+def indices_from(position: int, count: int, num_rows: int, seed: int) -> list[int]:
+    """``count`` row indices from ``position`` on in the run's prompt order (a permutation per epoch, seeded by
+    ``(seed, epoch)``). Dynamic sampling draws its extra prompts from here, continuing where the step left off."""
     out: list[int] = []
-    position = step * batch_size
-    while len(out) < batch_size:
+    while len(out) < count:
         epoch, offset = divmod(position, num_rows)
         perm = torch.randperm(num_rows, generator=torch.Generator().manual_seed(seed * 100_003 + epoch)).tolist()
-        take = min(batch_size - len(out), num_rows - offset)
+        take = min(count - len(out), num_rows - offset)
         out.extend(perm[offset : offset + take])
         position += take
     return out
 
 
 def reward_item(
-    row: Mapping[str, Any], *, item_id: str, group_id: str, completion: str, num_tokens: int, prompt_column: str
+    row: Mapping[str, Any],
+    *,
+    item_id: str,
+    group_id: str,
+    completion: str,
+    num_tokens: int,
+    prompt_column: str,
+    steps: Mapping[str, Any] | None = None,
 ) -> RewardItem:
-    """The :class:`RewardItem` that scores ``completion`` of ``row``."""
+    """The :class:`RewardItem` that scores ``completion`` of ``row`` (asking for step rewards with ``steps``)."""
     truth = row.get("ground_truth")
     prompt = row.get(prompt_column)
     if isinstance(prompt, list):  # chat messages: the last user turn is what the language check needs
@@ -238,6 +270,7 @@ def reward_item(
         tests=row.get("tests"),
         group_id=group_id,
         prompt=prompt,
+        steps=steps,
     )
 
 
@@ -248,6 +281,7 @@ def reward_items(
     lengths: Sequence[int],
     id_prefix: str,
     prompt_column: str = "prompt",
+    steps: Mapping[str, Any] | None = None,
 ) -> list[RewardItem]:
     """One item per completion; ids are ``{id_prefix}-p{prompt}-c{completion}`` (stable across retries) and the
     group id is ``{id_prefix}-p{prompt}``."""
@@ -259,6 +293,7 @@ def reward_items(
             completion=text,
             num_tokens=int(n),
             prompt_column=prompt_column,
+            steps=steps,
         )
         for j, (p, text, n) in enumerate(zip(prompt_index, texts, lengths, strict=True))
     ]

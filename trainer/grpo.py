@@ -16,11 +16,14 @@ Sources:
     * Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (fengyao.notion.site,
       Aug 2025): truncated importance sampling (TIS) between the inference engine's sampler and the trainer, with
       TRL's modes (``token_truncate``, ``token_mask``, ``sequence_truncate``, ``sequence_mask``).
+    * DeepSeekMath section 4.1.3: process supervision, where each reasoning step has a reward and a token's
+      advantage is the sum of the normalised rewards of the steps that end at or after it.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,6 +42,14 @@ SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
 #: Added to the std before dividing, so a group whose rewards are all equal gives advantage 0, not NaN.
 #: TRL uses the same value, which keeps advantages comparable across the two trainers.
 ADVANTAGE_EPS = 1e-4
+
+#: Log-ratios (policy vs old policy, reference vs policy) are clamped to +-this many nats before ``exp``. In float32
+#: ``exp(x)`` overflows to ``inf`` past about 88.7, and ``inf * 0`` (a masked padding position) is NaN in both the
+#: loss and its gradient. ``exp(20)`` is about 5e8: a real token that far from the old policy is clipped anyway.
+MAX_LOG_RATIO = 20.0
+
+#: The log-prob given to a token that top-k/top-p sampling could not have drawn (see :func:`token_log_probs`).
+OUTSIDE_SUPPORT_LOGP = -1e4
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,63 @@ def group_advantages(
     return centred.to(torch.float32)
 
 
+def process_advantages(
+    step_rewards: torch.Tensor,
+    step_ends: torch.Tensor,
+    group_ids: torch.Tensor,
+    num_tokens: int,
+    scale_rewards: ScaleRewards = "group",
+    eps: float = ADVANTAGE_EPS,
+) -> torch.Tensor:
+    """Per-token advantages from step rewards: GRPO with process supervision (DeepSeekMath, section 4.1.3).
+
+    All step rewards of a group (every step of every completion of one prompt) are normalised together,
+    ``r~ = (r - mean(R_group)) / (std(R_group) + eps)``, and each token's advantage is the sum of the normalised
+    rewards of the steps that end at or after it: ``A_{i,t} = sum_{j : end(j) >= t} r~_{i,j}``. A token after the
+    last step gets 0 (the caller decides where the last step ends; the trainer extends it to the completion's end).
+
+    Example: one group, completion 0 has steps ``[1, 0]`` ending at tokens 1 and 3, completion 1 has one step
+    ``[1]`` ending at token 2. The group's steps ``[1, 0, 1]`` have mean 2/3 and unbiased std ``sqrt(1/3)``, so
+    ``r~ = [+0.577, -1.155]`` and ``[+0.577]``; with ``T = 5`` the token advantages are
+    ``[-0.577, -0.577, -1.155, -1.155, 0]`` and ``[0.577, 0.577, 0.577, 0, 0]``.
+
+    ``scale_rewards`` means what it does for :func:`group_advantages`, over steps: ``group`` divides by the group's
+    step std, ``batch`` by the std of all steps in the batch, ``none`` only centres. A NaN step reward (padding, or a
+    step the server could not score) is left out of the statistics and adds nothing; a completion with no scored
+    step gets advantage 0 on every token.
+
+    Args:
+        step_rewards: ``(N, S)`` reward of each step, NaN-padded to the most steps ``S`` of any completion.
+        step_ends: ``(N, S)`` integer index of each step's last completion token (0-based); ignored where the
+            reward is NaN; indices past ``num_tokens - 1`` count as the last token.
+        group_ids: ``(N,)`` integer group id of each completion.
+        num_tokens: ``T``, the completion width of the batch.
+        scale_rewards: ``group``, ``batch`` or ``none``.
+        eps: added to the std.
+
+    Returns:
+        ``(N, T)`` float32 token advantages.
+
+    Raises:
+        ValueError: mismatched shapes, ``num_tokens < 1``, or an unknown ``scale_rewards``.
+    """
+    if step_rewards.ndim != 2 or step_ends.shape != step_rewards.shape or group_ids.shape != step_rewards.shape[:1]:
+        raise ValueError(
+            "step_rewards and step_ends must be (N, S) and group_ids (N,), got "
+            f"{tuple(step_rewards.shape)}, {tuple(step_ends.shape)}, {tuple(group_ids.shape)}"
+        )
+    if num_tokens < 1:
+        raise ValueError(f"num_tokens must be >= 1, got {num_tokens}")
+    n, s = step_rewards.shape
+    flat = group_advantages(  # every step is one sample of its completion's group
+        step_rewards.reshape(-1), group_ids.repeat_interleave(s), scale_rewards, eps
+    ).to(torch.float64)  # (N * S,), 0 where NaN
+    ends = step_ends.to(torch.long).clamp(0, num_tokens - 1).reshape(-1)  # (N * S,)
+    rows = torch.arange(n).repeat_interleave(s)  # (N * S,)
+    at_end = torch.zeros(n, num_tokens, dtype=torch.float64).index_put_((rows, ends), flat, accumulate=True)  # (N, T)
+    return at_end.flip(-1).cumsum(-1).flip(-1).to(torch.float32)  # (N, T): sum over steps ending at or after t
+
+
 def frac_zero_std_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> float:
     """Share of groups whose scoreable rewards are all equal (or that have fewer than two): they teach nothing.
 
@@ -148,16 +216,57 @@ def frac_zero_std_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> floa
     return float((per_group < 1e-8).to(torch.float64).mean().item())
 
 
-def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+def sampling_support(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor | None:
+    """Which tokens top-k and then top-p sampling can draw, as ``transformers``' ``TopKLogitsWarper`` and
+    ``TopPLogitsWarper`` decide it (ties at the k-th value kept; the most likely token always kept).
+
+    Args:
+        logits: ``(..., V)``, already divided by the temperature.
+        top_k: keep the k most likely tokens (0 keeps all).
+        top_p: then keep the smallest set with this much probability (1.0 keeps all).
+
+    Returns:
+        ``(..., V)`` bool, True where a token can be sampled; ``None`` when neither knob truncates.
+    """
+    if top_k <= 0 and top_p >= 1.0:
+        return None
+    logits = logits.detach().float()
+    keep = torch.ones_like(logits, dtype=torch.bool)  # (..., V)
+    if 0 < top_k < logits.size(-1):
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., 1)
+        keep = logits >= kth
+    if top_p < 1.0:
+        filtered = logits.masked_fill(~keep, -math.inf)  # (..., V): top-p acts on what top-k kept
+        ascending, order = torch.sort(filtered, dim=-1)  # (..., V)
+        cumulative = ascending.softmax(-1).cumsum(-1)  # (..., V)
+        drop_sorted = cumulative <= 1.0 - top_p
+        drop_sorted[..., -1] = False  # the most likely token stays
+        keep = keep & ~torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return keep
+
+
+def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor, support: torch.Tensor | None = None) -> torch.Tensor:
     """Log-probability of each chosen token, ``log softmax(logits)[token]``, without a ``(B, T, V)`` copy.
+
+    With ``support`` (from :func:`sampling_support`) the softmax is renormalised over the tokens the sampler could
+    draw, so the log-probs are those of the truncated distribution that top-k/top-p sampling drew from; a token
+    outside the support (a padding position, or a sampled token the updated policy no longer keeps) gets
+    :data:`OUTSIDE_SUPPORT_LOGP` without gradient: finite, so two of them give a log-ratio of 0, not NaN.
 
     Args:
         logits: ``(B, T, V)``; the caller has already divided by the sampling temperature.
         tokens: ``(B, T)`` token ids.
+        support: ``(B, T, V)`` bool, or ``None`` for the full softmax.
 
     Returns:
         ``(B, T)`` float32 log-probs.
     """
+    if support is not None:
+        logits = logits.float().masked_fill(~support, -math.inf)  # (B, T, V)
+        kept = support.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        chosen = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        logp = chosen - torch.logsumexp(logits, dim=-1)  # (B, T), -inf outside the support
+        return torch.where(kept, logp, torch.full_like(logp, OUTSIDE_SUPPORT_LOGP))
     if logits.dtype in (torch.float32, torch.float64):
         chosen = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
         return (chosen - torch.logsumexp(logits, dim=-1)).float()  # (B, T)
@@ -193,12 +302,14 @@ def clipped_surrogate(
 
     ``loss_t = -min(rho_t * A, clip(rho_t, 1 - epsilon, 1 + epsilon_high) * A)`` with
     ``rho_t = exp(logp_t - old_logp_t)``. With ``num_iterations == 1`` the caller passes ``old_logp =
-    logp.detach()``, so ``rho == 1`` and the gradient is the plain policy gradient.
+    logp.detach()``, so ``rho == 1`` and the gradient is the plain policy gradient. The log-ratio is clamped to
+    ``+-MAX_LOG_RATIO`` before ``exp``, so a huge gap at a masked padding position cannot make the loss NaN.
 
     Args:
         logp: ``(B, T)`` log-probs of the completion tokens under the policy being trained (with grad).
         old_logp: ``(B, T)`` log-probs under the policy that sampled them (no grad).
-        advantages: ``(B,)`` one advantage per completion, the same for all its tokens.
+        advantages: ``(B,)`` one advantage per completion (outcome supervision), or ``(B, T)`` one per token
+            (process supervision, :func:`process_advantages`).
         epsilon: lower clip range, ``rho >= 1 - epsilon``.
         epsilon_high: upper clip range, ``rho <= 1 + epsilon_high``; ``None`` means ``epsilon``.
 
@@ -207,8 +318,8 @@ def clipped_surrogate(
         removed (ratio outside the range on the side that the advantage's sign makes binding).
     """
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
-    ratio = torch.exp(logp - old_logp)  # (B, T)
-    adv = advantages.unsqueeze(-1)  # (B, 1)
+    ratio = torch.exp((logp - old_logp).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO))  # (B, T)
+    adv = advantages.unsqueeze(-1) if advantages.ndim == 1 else advantages  # (B, 1) or (B, T)
     unclipped = ratio * adv  # (B, T)
     clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + epsilon_high) * adv  # (B, T)
     per_token_loss = -torch.min(unclipped, clipped)  # (B, T)
@@ -220,7 +331,7 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimator of KL(policy || reference) (DeepSeekMath eq. 4; Schulman 2020, "Approximating KL").
 
     ``kl_t = exp(ref_logp_t - logp_t) - (ref_logp_t - logp_t) - 1``: unbiased, always >= 0, and exactly 0 where
-    the two log-probs agree.
+    the two log-probs agree. The gap is clamped to ``+-MAX_LOG_RATIO`` first (see :func:`clipped_surrogate`).
 
     Args:
         logp: ``(B, T)`` policy log-probs of the sampled tokens.
@@ -229,7 +340,7 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     Returns:
         ``(B, T)``.
     """
-    delta = ref_logp - logp  # (B, T)
+    delta = (ref_logp - logp).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)  # (B, T)
     return torch.exp(delta) - delta - 1.0  # (B, T)
 
 
@@ -240,54 +351,62 @@ def aggregate_loss(
     *,
     max_completion_length: int,
     num_items_in_batch: int | float | torch.Tensor | None = None,
+    num_completions_in_batch: int | float | torch.Tensor | None = None,
     gradient_accumulation_steps: int = 1,
     num_items_in_micro_batch: int | float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce per-token losses of one micro-batch to the scalar that is back-propagated.
 
     Summing the returned values over the ``gradient_accumulation_steps`` micro-batches of a batch gives the
-    batch loss (exactly for ``grpo``, ``dr_grpo`` and ``dapo`` when micro-batches hold equally many
-    completions; ``bnpo`` normalises per micro-batch by design).
+    batch loss (exactly for ``grpo``, ``dr_grpo`` and ``dapo``; ``bnpo`` normalises per micro-batch by design).
 
     * ``grpo``: mean over completions of each completion's token mean (DeepSeekMath eq. 3). Long completions
       weigh less per token, which Dr. GRPO (arXiv 2503.20783, section 3.1) shows biases length.
     * ``bnpo``: sum over the micro-batch's tokens divided by their number.
-    * ``dr_grpo``: sum divided by ``B * max_completion_length``, a constant (Dr. GRPO, section 3.2).
+    * ``dr_grpo``: sum divided by ``completions * max_completion_length``, a constant (Dr. GRPO, section 3.2).
     * ``dapo``: sum divided by the number of completion tokens in the whole accumulated batch,
       ``num_items_in_batch`` (DAPO eq. 8, token-level policy gradient loss).
 
+    A completion whose mask is all 0 (a null reward, a masked truncated completion) is not trained on: it adds
+    nothing to any sum, and it does not count in the ``grpo`` and ``dr_grpo`` denominators when the caller passes
+    ``num_completions_in_batch``, the completions of the whole batch that have a token in the mask.
+
     Args:
         per_token_loss: ``(B, T)``.
-        mask: ``(B, T)`` 1 for completion tokens that count, 0 for padding (and for masked truncated completions).
+        mask: ``(B, T)`` 1 for completion tokens that count, 0 for padding (and for completions not trained on).
         loss_type: ``grpo``, ``bnpo``, ``dr_grpo`` or ``dapo``.
         max_completion_length: in tokens; the ``dr_grpo`` constant.
         num_items_in_batch: completion tokens in the accumulated batch; required for ``dapo``.
-        gradient_accumulation_steps: micro-batches per optimizer step; ``grpo``, ``bnpo`` and ``dr_grpo``
-            divide by it so the accumulated gradient is the batch mean.
-        num_items_in_micro_batch: ``bnpo``'s normaliser; ``None`` counts the tokens in ``mask``. With several
-            processes the loop passes the micro-step's tokens over all ranks divided by their number, since the
-            ranks' gradients are averaged (likewise ``num_items_in_batch`` for ``dapo``).
+        num_completions_in_batch: completions that count in the accumulated batch (``grpo``, ``dr_grpo``);
+            ``None`` counts every row, ``B * gradient_accumulation_steps``. With several processes the loop
+            passes the count over all ranks divided by their number, since the ranks' gradients are averaged
+            (likewise ``num_items_in_batch`` for ``dapo`` and ``num_items_in_micro_batch`` for ``bnpo``).
+        gradient_accumulation_steps: micro-batches per optimizer step; ``bnpo`` divides by it so the accumulated
+            gradient is the mean over micro-batches.
+        num_items_in_micro_batch: ``bnpo``'s normaliser; ``None`` counts the tokens in ``mask``.
 
     Raises:
         ValueError: unknown ``loss_type``, or ``dapo`` without ``num_items_in_batch``.
     """
     mask = mask.to(per_token_loss.dtype)  # (B, T)
     masked = per_token_loss * mask  # (B, T)
+    if num_completions_in_batch is None:
+        num_completions_in_batch = per_token_loss.size(0) * gradient_accumulation_steps
+    completions = torch.as_tensor(num_completions_in_batch, dtype=per_token_loss.dtype).clamp(min=1.0)
     if loss_type == "grpo":
-        loss = (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
-    elif loss_type == "bnpo":
+        return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / completions
+    if loss_type == "bnpo":
         count = mask.sum() if num_items_in_micro_batch is None else num_items_in_micro_batch
-        loss = masked.sum() / torch.as_tensor(count, dtype=per_token_loss.dtype).clamp(min=1.0)
-    elif loss_type == "dr_grpo":
-        loss = masked.sum() / (per_token_loss.size(0) * max_completion_length)
-    elif loss_type == "dapo":
+        count = torch.as_tensor(count, dtype=per_token_loss.dtype).clamp(min=1.0)
+        return masked.sum() / count / gradient_accumulation_steps
+    if loss_type == "dr_grpo":
+        return masked.sum() / (completions * max_completion_length)
+    if loss_type == "dapo":
         if num_items_in_batch is None:
             raise ValueError("loss_type 'dapo' needs num_items_in_batch, the completion tokens of the whole batch")
         normaliser = torch.as_tensor(num_items_in_batch, dtype=per_token_loss.dtype).clamp(min=1.0)
         return masked.sum() / normaliser
-    else:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-    return loss / gradient_accumulation_steps
+    raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -370,22 +489,23 @@ def grpo_loss(
     ref_logp: torch.Tensor | None,
     max_completion_length: int,
     num_items_in_batch: int | float | torch.Tensor | None = None,
+    num_completions_in_batch: int | float | torch.Tensor | None = None,
     gradient_accumulation_steps: int = 1,
     importance_weights: torch.Tensor | None = None,
     num_items_in_micro_batch: int | float | torch.Tensor | None = None,
 ) -> LossOutput:
     """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
 
-    The KL term is added per token, inside the aggregation, as in eq. 3. With ``beta == 0`` no reference
-    log-probs are needed and ``ref_logp`` may be ``None``.
+    The KL term is added per token, inside the aggregation, as in eq. 3, so a token outside ``mask`` gets neither
+    policy nor KL gradient. With ``beta == 0`` no reference log-probs are needed and ``ref_logp`` may be ``None``.
 
     Args:
         logp: ``(B, T)`` policy log-probs (with grad).
         old_logp: ``(B, T)`` sampling policy's log-probs (no grad).
-        advantages: ``(B,)``.
+        advantages: ``(B,)`` per completion, or ``(B, T)`` per token.
         mask: ``(B, T)`` completion tokens that count.
-        loss_type, max_completion_length, num_items_in_batch, gradient_accumulation_steps,
-            num_items_in_micro_batch: see :func:`aggregate_loss`.
+        loss_type, max_completion_length, num_items_in_batch, num_completions_in_batch,
+            gradient_accumulation_steps, num_items_in_micro_batch: see :func:`aggregate_loss`.
         epsilon, epsilon_high: see :func:`clipped_surrogate`.
         beta: KL coefficient.
         ref_logp: ``(B, T)`` reference log-probs, required when ``beta > 0``.
@@ -403,6 +523,7 @@ def grpo_loss(
         loss_type=loss_type,
         max_completion_length=max_completion_length,
         num_items_in_batch=num_items_in_batch,
+        num_completions_in_batch=num_completions_in_batch,
         gradient_accumulation_steps=gradient_accumulation_steps,
         num_items_in_micro_batch=num_items_in_micro_batch,
     )

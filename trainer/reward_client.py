@@ -77,6 +77,29 @@ class RewardScorer:
         self._thread.start()
         self._closed = False
 
+    @classmethod
+    def from_config(cls, config: Any) -> RewardScorer:
+        """A scorer built from a config's ``reward_*`` fields (``GRPOConfig``, ``SampleConfig``), once at least one
+        server is ready (it waits up to ``reward_wait_ready_s``, see :meth:`wait_ready`).
+
+        Raises:
+            TimeoutError: no server was ready in time.
+        """
+        scorer = cls(
+            config.reward_server_urls,
+            components=config.reward_components,
+            preset=config.reward_preset,
+            timeout_s=config.reward_timeout_s,
+            max_retries=config.reward_max_retries,
+            api_key=getattr(config, "reward_api_key", None),
+        )
+        try:
+            scorer.wait_ready(config.reward_wait_ready_s)
+        except BaseException:
+            scorer.close()
+            raise
+        return scorer
+
     def __enter__(self) -> RewardScorer:
         return self
 

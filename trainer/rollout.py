@@ -23,7 +23,7 @@ import torch.utils.checkpoint
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.distributed import unwrap
-from trainer.grpo import entropy_from_logits, token_log_probs
+from trainer.grpo import entropy_from_logits, sampling_support, token_log_probs
 
 Prompt = str | Sequence[Mapping[str, str]]
 """A prompt: plain text, or chat messages ``[{"role": ..., "content": ...}]``."""
@@ -359,8 +359,11 @@ def decode_completions(
     ]
 
 
-def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
-    """EOS ids from the model's generation config (may be several, e.g. Qwen's ``<|im_end|>``) and the tokenizer."""
+def eos_token_ids(model: Any, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+    """EOS ids from the model's generation config (may be several, e.g. Qwen's ``<|im_end|>``) and the tokenizer.
+
+    ``model`` is anything with a ``generation_config`` (a ``PreTrainedModel``).
+    """
     ids: list[int] = []
     configured = getattr(model.generation_config, "eos_token_id", None)
     if isinstance(configured, int):
@@ -402,12 +405,18 @@ def completion_log_probs(
     *,
     with_entropy: bool = False,
     chunk_tokens: int | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the completion tokens under ``model``.
 
     Positions are ``cumsum(attention_mask) - 1``, as ``generate`` computes them for left-padded prompts; without
     them a padded prompt would be scored at other positions than it was sampled at. Logits are divided by the
-    sampling ``temperature`` (as TRL does) so the ratio compares the distribution that was sampled.
+    sampling ``temperature`` (as TRL does) so the ratio compares the distribution that was sampled; with ``top_k``
+    or ``top_p`` the softmax is renormalised over the tokens the sampler could draw (:func:`trainer.grpo.
+    sampling_support`), so the log-probs are those of the truncated distribution the completions came from. (TRL
+    takes the full softmax there, which makes top-k/top-p rollouts slightly off-policy.) Entropies stay those of
+    the full distribution.
 
     Memory: unchunked, the ``(N, C, V)`` logits exist in float32 several times over (the LM head's output, the
     temperature-scaled copy kept for the backward pass, the entropy's temporaries): at Qwen's 152k vocabulary,
@@ -424,6 +433,7 @@ def completion_log_probs(
         temperature: the sampling temperature (> 0).
         with_entropy: also return per-token entropies (detached).
         chunk_tokens: completion positions whose logits are computed at once; ``None`` computes all at once.
+        top_k, top_p: the sampling truncation (0 and 1.0: none).
 
     Returns:
         ``(logp, entropy)``: ``(N, C)`` float32 each; ``entropy`` is ``None`` unless asked for. Grad flows into
@@ -446,10 +456,11 @@ def completion_log_probs(
     head = _plain_lm_head(model)
     if chunk_tokens is None or head is None:
         logits = forward().logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
-        logp = token_log_probs(logits, batch.completion_ids)  # (N, C)
+        support = sampling_support(logits, top_k, top_p)  # (N, C, V) or None
+        logp = token_log_probs(logits, batch.completion_ids, support)  # (N, C)
         entropy = entropy_from_logits(logits.detach()) if with_entropy else None  # (N, C)
         return logp, entropy
-    with _chunked_lm_head(head, batch.completion_ids, temperature, chunk_tokens, with_entropy) as stats:
+    with _chunked_lm_head(head, batch.completion_ids, temperature, chunk_tokens, with_entropy, top_k, top_p) as stats:
         logp = forward().logits[..., 0]  # (N, C): the head's stand-in output is the log-probs themselves
     return logp, stats.get("entropy")
 
@@ -466,7 +477,13 @@ def _plain_lm_head(model: torch.nn.Module) -> torch.nn.Linear | None:
 
 @contextlib.contextmanager
 def _chunked_lm_head(
-    head: torch.nn.Linear, tokens: torch.Tensor, temperature: float, chunk_tokens: int, with_entropy: bool
+    head: torch.nn.Linear,
+    tokens: torch.Tensor,
+    temperature: float,
+    chunk_tokens: int,
+    with_entropy: bool,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """While inside, ``head`` returns ``(N, C, 1)`` log-probs of ``tokens`` instead of ``(N, C + 1, V)`` logits.
 
@@ -485,7 +502,15 @@ def _chunked_lm_head(
     def post_hook(module: torch.nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor:
         h = hidden.pop()[:, :-1]  # (N, C, H): position t predicts completion token t
         logp, entropy = chunked_token_log_probs(
-            h, head.weight, head.bias, tokens, temperature, chunk_tokens, with_entropy=with_entropy
+            h,
+            head.weight,
+            head.bias,
+            tokens,
+            temperature,
+            chunk_tokens,
+            with_entropy=with_entropy,
+            top_k=top_k,
+            top_p=top_p,
         )
         if entropy is not None:
             stats["entropy"] = entropy
@@ -508,9 +533,12 @@ def chunked_token_log_probs(
     chunk_tokens: int,
     *,
     with_entropy: bool = False,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of ``tokens`` under ``softmax((hidden @ weight.T + bias) / temperature)``, ``chunk_tokens``
-    positions at a time; with grad enabled each chunk's logits are recomputed in the backward pass.
+    positions at a time; with grad enabled each chunk's logits are recomputed in the backward pass. With
+    ``top_k``/``top_p`` the softmax is renormalised over the sampler's support, as in :func:`completion_log_probs`.
 
     Args:
         hidden: ``(N, C, H)`` final hidden states (position t predicts ``tokens[:, t]``).
@@ -519,6 +547,7 @@ def chunked_token_log_probs(
         temperature: logits are divided by it.
         chunk_tokens: positions per chunk.
         with_entropy: also return the entropies of the same distributions (detached).
+        top_k, top_p: the sampling truncation (0 and 1.0: none).
 
     Returns:
         ``(logp, entropy)``: ``(N, C)`` float32 each, ``entropy`` ``None`` unless asked for.
@@ -529,7 +558,7 @@ def chunked_token_log_probs(
     keep = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     logps, entropies = [], []
     for lo in range(0, n * c, chunk_tokens):
-        args = (flat_h[lo : lo + chunk_tokens], weight, bias, flat_t[lo : lo + chunk_tokens], temperature)
+        args = (flat_h[lo : lo + chunk_tokens], weight, bias, flat_t[lo : lo + chunk_tokens], temperature, top_k, top_p)
         if keep:
             logp = torch.utils.checkpoint.checkpoint(_chunk_log_probs, *args, use_reentrant=False)
         else:
@@ -544,7 +573,13 @@ def chunked_token_log_probs(
 
 
 def _chunk_log_probs(
-    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tokens: torch.Tensor, temperature: float
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    tokens: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
 ) -> torch.Tensor:
     logits = torch.nn.functional.linear(h, weight, bias).float() / temperature  # (k, V)
-    return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (k,)
+    return token_log_probs(logits, tokens, sampling_support(logits, top_k, top_p))  # (k,)

@@ -1,11 +1,14 @@
 """The GRPO training loop, to be read top to bottom: :func:`setup`, then one short function per phase of a step.
 
 1. :func:`sample`: ``num_generations`` completions for each of this rank's prompts, one chunk of prompts at a
-   time; each finished chunk of groups goes to the reward server at once.
+   time; each finished chunk of groups goes to the reward server at once. With ``dynamic_sampling`` (DAPO),
+   :func:`keep_informative_groups` then drops groups whose rewards are all equal and samples more prompts.
 2. :func:`old_and_ref_log_probs`: old-policy and reference log-probs, computed while the last chunk is scored.
 3. :func:`score`: wait for the rewards.
-4. :func:`compute_advantages`: group advantages and the tokens the loss counts.
-5. :func:`update`: ``num_iterations`` optimizer steps, with gradient accumulation and clipping.
+4. :func:`compute_advantages`: group advantages (or, with process supervision, token advantages from step
+   rewards) and the tokens the loss counts.
+5. :func:`update`: ``num_iterations`` optimizer steps, with gradient accumulation and clipping; the reference
+   model is synced when due (``sync_ref_model``).
 6. :func:`step_metrics` and :func:`end_step`: log, evaluate, checkpoint.
 
 The math is in :mod:`trainer.grpo` (DeepSeekMath arXiv 2402.03300, DAPO 2503.14476, Dr. GRPO 2503.20783);
@@ -16,6 +19,7 @@ rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -32,21 +36,30 @@ import jinja2
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    get_scheduler,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from rlvr_client.client import RewardResult, RewardServerError
-from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
+from trainer.checkpoint import (
+    REF_MODEL_DIR,
+    load_training_state,
+    read_loop_state,
+    resolve_checkpoint,
+    rng_state,
+    save_checkpoint,
+)
 from trainer.config import ConfigError, GRPOConfig, names_a_local_path
-from trainer.data import DataError, load_named_rows, prompt_indices, reward_items
+from trainer.data import DataError, indices_from, load_named_rows, reward_items
 from trainer.distributed import Distributed
-from trainer.grpo import frac_zero_std_groups, group_advantages, grpo_loss, sampler_importance_weights
+from trainer.grpo import (
+    frac_zero_std_groups,
+    group_advantages,
+    group_stats,
+    grpo_loss,
+    process_advantages,
+    sampler_importance_weights,
+)
 from trainer.metrics import MetricsLogger, PhaseTimer
+from trainer.optim import build_optimizer, current_lr, resume_lr
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
     GenerationBackend,
@@ -56,6 +69,7 @@ from trainer.rollout import (
     TransformersBackend,
     completion_log_probs,
 )
+from trainer.steps import step_tensors
 from trainer.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
 
 logger = logging.getLogger("trainer")
@@ -212,6 +226,7 @@ def evaluate(
     config: GRPOConfig,
     id_prefix: str,
     dist: Distributed | None = None,
+    max_completion_length: int | None = None,
 ) -> dict[str, float]:
     """pass@1 on held-out prompts, scored by the same reward server as training.
 
@@ -220,10 +235,11 @@ def evaluate(
     averaged over prompts); where the server reports no ``accuracy`` component the reward is used. Completions
     the server could not score are left out and counted in ``eval/frac_null``. With several processes each rank
     evaluates its share of the prompts (:meth:`Distributed.shard_padded`) and the results are gathered.
+    ``max_completion_length`` defaults to the config's (the loop passes the scheduled length of the current step).
     """
     dist = dist or Distributed()
     sampling = SamplingParams(
-        max_new_tokens=config.max_completion_length,
+        max_new_tokens=max_completion_length or config.max_completion_length,
         temperature=config.eval_temperature,
         top_p=config.top_p,
         top_k=config.top_k,
@@ -288,6 +304,9 @@ class Run:
         start_step: the first step to run (0, or the resumed checkpoint's step).
         output_dir, run_name: the run directory and its name (the prefix of reward item ids).
         micro: the micro-batches of this rank's completions, as row slices.
+        prompt_cursor: where the run stands in its prompt order (``indices_from``): ``step * prompt_batch_size``,
+            or further with dynamic sampling, which draws extra prompts.
+        ref_synced: ``sync_ref_model`` has moved the reference, so checkpoints must carry it.
         history: every metrics row logged by this process.
     """
 
@@ -315,6 +334,8 @@ class Run:
     output_dir: Path
     run_name: str
     micro: list[slice]
+    prompt_cursor: int = 0
+    ref_synced: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -343,6 +364,11 @@ def _check_world_size(config: GRPOConfig, dist: Distributed) -> None:
         raise ConfigError(
             f"gradient_accumulation_steps={config.gradient_accumulation_steps} must divide each process's "
             f"{local} completions (prompt_batch_size * num_generations / {w} processes)"
+        )
+    if w > 1 and config.advantage_estimator == "process" and config.scale_rewards == "batch":
+        raise ConfigError(
+            f"advantage_estimator: process with scale_rewards: batch on {w} processes: the std of every step of the "
+            "batch is not gathered across processes; use scale_rewards: group (exact per process) or none"
         )
 
 
@@ -403,18 +429,10 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     if ref_model is not None and ref_model is not core:
         ref_model = dist.shard_frozen(ref_model)
 
-    optimizer = torch.optim.AdamW(
+    optimizer, scheduler = build_optimizer(
         [p for p in model.parameters() if p.requires_grad],  # with LoRA, the adapters only
-        lr=config.learning_rate,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_epsilon,
-        weight_decay=config.weight_decay,
-    )
-    scheduler = get_scheduler(
-        "constant_with_warmup" if config.lr_scheduler_type == "constant" else config.lr_scheduler_type,
-        optimizer,
-        num_warmup_steps=config.warmup_steps,
-        num_training_steps=config.max_steps * config.num_iterations,
+        config,
+        config.max_steps * config.num_iterations,
     )
     start_step = 0
     if checkpoint is not None:
@@ -426,6 +444,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             world_size=dist.world_size,
             load_optimizer_state=lambda state: dist.load_optimizer_state(model, optimizer, state),
         )
+        resume_lr(optimizer, scheduler)
     if start_step > config.max_steps:
         raise ConfigError(
             f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
@@ -443,15 +462,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     )
     own_scorer = scorer is None
     if scorer is None:
-        scorer = RewardScorer(
-            config.reward_server_urls,
-            components=config.reward_components,
-            preset=config.reward_preset,
-            timeout_s=config.reward_timeout_s,
-            max_retries=config.reward_max_retries,
-            api_key=config.reward_api_key,
-        )
-        scorer.wait_ready(config.reward_wait_ready_s)
+        scorer = RewardScorer.from_config(config)
     metrics_log = (
         MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
         if dist.is_main
@@ -482,6 +493,12 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         output_dir=output_dir,
         run_name=output_dir.name or "run",
         micro=_micro_batches(config.completions_per_step // dist.world_size, config.gradient_accumulation_steps),
+        prompt_cursor=int(
+            (read_loop_state(checkpoint) if checkpoint else {}).get(
+                "prompt_cursor", start_step * config.prompt_batch_size
+            )
+        ),
+        ref_synced=checkpoint is not None and (checkpoint / REF_MODEL_DIR).is_dir(),
     )
 
 
@@ -564,8 +581,9 @@ def _load_models(
 ) -> tuple[Any, torch.nn.Module | None, Callable[[], contextlib.AbstractContextManager[Any]]]:
     """The policy (with LoRA adapters when ``use_peft``), the reference model and the context its forward runs in.
 
-    The reference is the policy's starting point, also after a resume; with ``beta == 0`` none is loaded. With
-    LoRA it is the policy itself with the adapter disabled, so no second copy is loaded.
+    The reference is the policy's starting point, also after a resume, unless ``sync_ref_model`` moved it: then
+    the checkpoint carries it (``ref_model/``). With ``beta == 0`` none is loaded. With LoRA it is the policy
+    itself with the adapter disabled, so no second copy is loaded.
     """
     base_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
     option = "resume_from_checkpoint" if checkpoint and not config.use_peft else "model_name_or_path"
@@ -582,7 +600,10 @@ def _load_models(
     if config.use_peft:
         return model, forward_module(model), lambda: reference_context(model)
     ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
-    ref_model = _load_model(config.ref_model_name_or_path or config.model_name_or_path, device, True, ref_option)
+    ref_path = config.ref_model_name_or_path or config.model_name_or_path
+    if checkpoint is not None and (checkpoint / REF_MODEL_DIR).is_dir():
+        ref_option, ref_path = "resume_from_checkpoint", str(checkpoint / REF_MODEL_DIR)
+    ref_model = _load_model(ref_path, device, True, ref_option)
     ref_model.eval().requires_grad_(False)
     return model, ref_model, contextlib.nullcontext
 
@@ -618,12 +639,17 @@ class Rollouts:
             answer this rank's prompt ``i``.
         group_ids: ``(N,)`` explicit group ids: prompt ``i`` of the step (over all ranks) is group ``i``.
         futures: one future per chunk of groups sent to the reward server, in order.
+        prompts_drawn: prompts taken from the run's prompt order (more than ``prompt_batch_size`` when dynamic
+            sampling drew extra rounds).
+        metrics: ``dynamic_sampling/*`` figures of the step, when it was on.
     """
 
     rows: list[dict[str, Any]]
     batch: RolloutBatch
     group_ids: torch.Tensor
     futures: list[Future[list[RewardResult]]]
+    prompts_drawn: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -644,49 +670,132 @@ class Advantages:
     """Phase 4's output: what the loss weighs each completion and token by.
 
     Attributes:
-        advantages: ``(N,)`` group advantages of this rank's completions, on the policy's device.
-        loss_mask: ``(N, C)`` completion tokens that count in the loss.
+        advantages: ``(N,)`` group advantages of this rank's completions (outcome), or ``(N, C)`` token
+            advantages (process), on the policy's device.
+        loss_mask: ``(N, C)`` completion tokens that count in the loss; all 0 on a completion that is not trained
+            on (a null reward; with process supervision, no scored step).
         num_items_in_batch: ``dapo``'s normaliser: the completion tokens that count, of the whole batch, per rank
             (the mean over ranks: gradients are averaged over ranks, see :mod:`trainer.distributed`).
+        num_completions_in_batch: ``grpo``/``dr_grpo``'s normaliser: the completions with a token that counts, of
+            the whole batch, per rank in the same sense.
         num_items_in_micro_batch: ``(gradient_accumulation_steps,)`` ``bnpo``'s normalisers: the tokens that count
             in each micro-step, per rank in the same sense.
+        metrics: ``steps/*`` figures with process supervision.
     """
 
     advantages: torch.Tensor
     loss_mask: torch.Tensor
     num_items_in_batch: torch.Tensor
+    num_completions_in_batch: torch.Tensor
     num_items_in_micro_batch: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
-def sample(run: Run, start: StepStart) -> Rollouts:
+def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
     """Phase 1: sample ``num_generations`` completions for each of this rank's prompts, a chunk at a time.
 
-    A finished chunk goes to the reward server at once, so it is scored while the next chunk generates. Item ids
-    and group ids use the prompt's place in the whole step, so they are the same for any number of ranks.
+    The prompts are the next ``prompt_batch_size`` of the run's order (round ``r`` of dynamic sampling takes the
+    ``r``-th batch after the step's first). A finished chunk goes to the reward server at once, so it is scored
+    while the next chunk generates. Item ids and group ids use the prompt's place in the whole step, so they are
+    the same for any number of ranks. Completions are at most ``max_completion_length`` tokens, as the schedule
+    gives it for this step.
     """
     config = run.config
-    indices = prompt_indices(start.step, config.prompt_batch_size, len(run.train_rows), config.seed)
+    position = run.prompt_cursor + round_index * config.prompt_batch_size
+    indices = indices_from(position, config.prompt_batch_size, len(run.train_rows), config.seed)
     rows = [run.train_rows[i] for i in indices]
     mine = run.dist.shard(len(rows))  # whole prompts, so whole groups
     prompts = [row[config.prompt_column] for row in rows[mine]]
+    sampling = dataclasses.replace(run.sampling, max_new_tokens=config.completion_length_at(start.step))
+    prefix = f"{run.run_name}-s{start.step}" + (f"-r{round_index}" if round_index else "")
     chunks, futures = [], []
     for lo in range(0, len(prompts), config.chunk_prompts):
         with start.timer("generate"):
-            chunk = run.backend.generate(prompts[lo : lo + config.chunk_prompts], config.num_generations, run.sampling)
+            chunk = run.backend.generate(prompts[lo : lo + config.chunk_prompts], config.num_generations, sampling)
         items = reward_items(
             rows,
             (chunk.prompt_index + mine.start + lo).tolist(),
             chunk.completion_texts,
             chunk.completion_lengths.tolist(),
-            f"{run.run_name}-s{start.step}",
+            prefix,
             config.prompt_column,
+            steps=_steps_request(config),
         )
         futures.append(run.scorer.submit(items))
         chunks.append(chunk)
         if not config.overlap_scoring:  # the no-overlap baseline: block on this chunk's rewards now
             start.timer.add("reward_wait", _wait_or_stop(run, futures[-1:], start)[1])
     batch = RolloutBatch.concat(chunks, run.backend.pad_token_id)  # (N = B / W * G rows)
-    return Rollouts(rows=rows, batch=batch, group_ids=batch.prompt_index + mine.start, futures=futures)
+    return Rollouts(
+        rows=rows,
+        batch=batch,
+        group_ids=batch.prompt_index + mine.start,
+        futures=futures,
+        prompts_drawn=config.prompt_batch_size,
+    )
+
+
+def _steps_request(config: GRPOConfig) -> dict[str, str] | None:
+    """What each reward item asks the server for its steps, with process supervision (``None`` otherwise)."""
+    if config.advantage_estimator != "process":
+        return None
+    return {"component": config.step_component, "separator": config.step_separator}
+
+
+def keep_informative_groups(run: Run, start: StepStart, first: Rollouts) -> Rollouts:
+    """Phase 1b, DAPO's dynamic sampling (arXiv 2503.14476, section 3.2): drop the groups whose rewards are all
+    equal (advantage 0: no policy gradient) and sample further batches of prompts until the step holds
+    ``prompt_batch_size`` groups that differ, for at most ``max_num_gen_batches`` batches in all.
+
+    This waits for each batch's rewards, so scoring no longer overlaps the old/reference log-probs. When the
+    rounds run out first, the step is filled with equal groups, in the order they were sampled, so the batch keeps
+    its shape (they add KL gradient only). With several processes each fills its own share of the groups, and all
+    sample another round while any of them is short (so they call ``generate`` equally often). Logged: the share
+    of zero-std groups before filtering (of every batch sampled), the rounds used and the groups filled in that way.
+    """
+    config, dist = run.config, run.dist
+    mine = dist.shard(config.prompt_batch_size)
+    want = mine.stop - mine.start  # this rank's groups
+    kept: list[tuple[Rollouts, int, list[RewardResult]]] = []  # (the round's rollouts, its group id, results)
+    equal: list[tuple[Rollouts, int, list[RewardResult]]] = []
+    rounds, rollouts, total_groups = 0, first, 0
+    while True:
+        rounds += 1
+        results, _ = _wait_or_stop(run, rollouts.futures, start)
+        rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (n,)
+        group_ids = rollouts.group_ids.cpu()  # (n,)
+        stats = group_stats(rewards, group_ids)
+        for g in range(stats.num_groups):
+            rows_g = (stats.group_index == g).nonzero().squeeze(-1)
+            target = kept if float(stats.std[rows_g[0]]) > 1e-8 else equal
+            target.append((rollouts, int(group_ids[rows_g[0]]), [results[int(i)] for i in rows_g]))
+        total_groups += stats.num_groups
+        if not dist.any(len(kept) < want) or rounds >= config.max_num_gen_batches:
+            break
+        rollouts = sample(run, start, round_index=rounds)
+    chosen = (kept + equal)[:want]
+    parts, results_out = [], []
+    for source, gid, group_results in chosen:
+        parts.append(source.batch.select((source.group_ids.cpu() == gid).nonzero().squeeze(-1)))
+        results_out.extend(group_results)
+    batch = RolloutBatch.concat(parts, run.backend.pad_token_id)
+    local = torch.arange(len(parts)).repeat_interleave(torch.tensor([p.completion_ids.shape[0] for p in parts]))
+    batch = dataclasses.replace(batch, prompt_index=local.to(batch.prompt_index.device))  # (N,) 0..want-1
+    done: Future[list[RewardResult]] = Future()
+    done.set_result(results_out)
+    counts = dist.sum(torch.tensor([len(equal), total_groups, max(0, want - len(kept))], dtype=torch.float64))
+    return Rollouts(
+        rows=first.rows,
+        batch=batch,
+        group_ids=local + mine.start,  # whole groups on each rank, numbered over the step as in sample()
+        futures=[done],
+        prompts_drawn=rounds * config.prompt_batch_size,
+        metrics={
+            "dynamic_sampling/frac_zero_std_before": float(counts[0] / max(float(counts[1]), 1.0)),
+            "dynamic_sampling/rounds": float(rounds),
+            "dynamic_sampling/filled_groups": float(counts[2]),
+        },
+    )
 
 
 def old_and_ref_log_probs(
@@ -717,7 +826,12 @@ def _log_probs_per_micro_batch(run: Run, model: torch.nn.Module, batch: RolloutB
     for rows in run.micro:
         with run.autocast():
             logp, _ = completion_log_probs(
-                model, batch.select(rows), run.config.temperature, chunk_tokens=run.config.logprobs_chunk_tokens
+                model,
+                batch.select(rows),
+                run.config.temperature,
+                chunk_tokens=run.config.logprobs_chunk_tokens,
+                top_k=run.config.top_k,
+                top_p=run.config.top_p,
             )
         out.append(logp.float())
     return out
@@ -732,47 +846,79 @@ def score(run: Run, rollouts: Rollouts, start: StepStart) -> Scored:
 
 
 def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantages:
-    """Phase 4: rewards to group advantages, and the tokens the loss counts.
+    """Phase 4: rewards to advantages, and the tokens the loss counts.
 
-    Advantages are computed on the rewards of every rank (gathered; groups are whole on each rank, but
-    ``scale_rewards: batch`` needs the whole batch's std). A null reward (NaN) is left out of its group's baseline
-    and gets advantage 0: an infrastructure failure is not a wrong answer.
+    Outcome supervision (default): one group advantage per completion, computed on the rewards of every rank
+    (gathered; groups are whole on each rank, but ``scale_rewards: batch`` needs the whole batch's std). Process
+    supervision: the server's step rewards, normalised over each group's steps, summed over the steps at or after
+    each token (DeepSeekMath 4.1.3, :func:`trainer.grpo.process_advantages`). A completion with a null reward
+    (outcome) or no scored step (process) gets advantage 0 and is not trained on: its tokens leave the loss mask,
+    so it counts in no denominator and gets no KL gradient; an infrastructure failure is not a wrong answer.
     """
     config, dist = run.config, run.dist
-    rewards = dist.gather(scored.rewards)  # (B * G,) the whole step's
-    group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
-    advantages = group_advantages(rewards, group_ids, config.scale_rewards)[dist.shard(len(rewards))]  # (N,)
-    loss_mask = rollouts.batch.completion_mask.clone()  # (N, C)
+    batch = rollouts.batch
+    metrics: dict[str, float] = {}
+    if config.advantage_estimator == "process":
+        step_rewards, step_ends = step_tensors(scored.results, batch, run.tokenizer)  # (N, S) each
+        width = batch.completion_ids.shape[1]
+        group_ids = rollouts.group_ids.cpu()  # groups are whole on each rank, so "group" and "none" are exact here
+        advantages = process_advantages(step_rewards, step_ends, group_ids, width, config.scale_rewards)  # (N, C)
+        trained = (~torch.isnan(step_rewards)).any(-1)  # (N,)
+        scores = step_rewards[~torch.isnan(step_rewards)]
+        counts = dist.sum(
+            torch.tensor(
+                [sum(len(r.steps or ()) for r in scored.results), len(scored.results), scores.numel(), scores.sum()],
+                dtype=torch.float64,
+            )
+        )
+        metrics = {
+            "steps/per_completion": float(counts[0] / max(float(counts[1]), 1.0)),
+            "steps/frac_scored": float(counts[2] / max(float(counts[0]), 1.0)),
+            "steps/mean_score": float(counts[3] / counts[2]) if counts[2] else math.nan,
+        }
+    else:
+        rewards = dist.gather(scored.rewards)  # (B * G,) the whole step's
+        group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
+        advantages = group_advantages(rewards, group_ids, config.scale_rewards)[dist.shard(len(rewards))]  # (N,)
+        trained = ~torch.isnan(scored.rewards)  # (N,)
+    loss_mask = batch.completion_mask.clone()  # (N, C)
     if config.mask_truncated_completions:
-        loss_mask[rollouts.batch.is_truncated] = 0
+        loss_mask[batch.is_truncated] = 0
+    loss_mask[~trained.to(loss_mask.device)] = 0
     return Advantages(
         advantages=advantages.to(run.device),
         loss_mask=loss_mask,
         num_items_in_batch=dist.mean(loss_mask.sum()),
+        num_completions_in_batch=dist.mean((loss_mask.sum(-1) > 0).sum()),
         num_items_in_micro_batch=dist.mean(torch.stack([loss_mask[rows].sum() for rows in run.micro])),
+        metrics=metrics,
     )
 
 
 def update(
     run: Run,
+    start: StepStart,
     batch: RolloutBatch,
     adv: Advantages,
     old_logps: list[torch.Tensor] | None,
     ref_logps: list[torch.Tensor] | None,
-    timer: PhaseTimer,
 ) -> dict[str, float]:
     """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
-    micro-batches (gradients are all-reduced across ranks on the last one only), then clipping the global norm.
+    micro-batches (gradients are all-reduced across ranks on the last one only), then clipping the global norm;
+    the reference is synced when due (``sync_ref_model``).
 
     Returns:
-        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy`` and ``optim/grad_norm``: over
-        iterations, micro-batches and ranks.
+        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``optim/grad_norm`` (over
+        iterations, micro-batches and ranks), ``optim/lr`` (the rate of the step's last update) and ``ref/synced``
+        (reference syncs in this step). The clip ratio leaves out iteration 0 when ``num_iterations > 1``: there
+        the ratio is 1 by construction, and counting it would halve the figure at ``num_iterations: 2``. The
+        entropy is averaged over the tokens the loss counts.
     """
     config, dist = run.config, run.dist
     stats: dict[str, list[float]] = defaultdict(list)
-    entropy_sum, entropy_tokens = 0.0, 0.0
+    entropy_sum, entropy_tokens, lr = 0.0, 0.0, current_lr(run.optimizer)
     correction = SamplerCorrection()
-    with timer("update"):
+    with start.timer("update"):
         for iteration in range(config.num_iterations):
             policy_loss = 0.0
             for k, rows_k in enumerate(run.micro):
@@ -786,22 +932,27 @@ def update(
                             config.temperature,
                             with_entropy=iteration == 0,
                             chunk_tokens=config.logprobs_chunk_tokens,
+                            top_k=config.top_k,
+                            top_p=config.top_p,
                         )  # (b, c)
                     old_logp = old_logps[k] if old_logps is not None else logp.detach().float()  # (b, c)
                     if iteration == 0 and mb.sampling_log_probs is not None:  # pi_old is fixed for the whole batch
                         correction.add(k, old_logp, mb, config)
+                    mask_k = adv.loss_mask[rows_k][:, :width]  # (b, c)
+                    advantages_k = adv.advantages[rows_k]  # (b,) or (b, C)
                     out = grpo_loss(
                         logp.float(),
                         old_logp,
-                        adv.advantages[rows_k],
-                        adv.loss_mask[rows_k][:, :width],  # (b, c)
+                        advantages_k[:, :width] if advantages_k.ndim == 2 else advantages_k,
+                        mask_k,
                         loss_type=config.loss_type,
                         epsilon=config.epsilon,
                         epsilon_high=config.epsilon_high,
                         beta=config.beta,
                         ref_logp=ref_logps[k] if ref_logps is not None else None,
-                        max_completion_length=config.max_completion_length,
+                        max_completion_length=config.completion_length_at(start.step),
                         num_items_in_batch=adv.num_items_in_batch,
+                        num_completions_in_batch=adv.num_completions_in_batch,
                         num_items_in_micro_batch=adv.num_items_in_micro_batch[k],
                         gradient_accumulation_steps=config.gradient_accumulation_steps,
                         importance_weights=correction.weights.get(k),
@@ -809,18 +960,24 @@ def update(
                     out.loss.backward()
                 policy_loss += out.policy_loss.item()
                 stats["kl"].append(out.kl.item())
-                stats["clip_ratio"].append(out.clip_ratio.item())
+                if iteration > 0 or config.num_iterations == 1:
+                    stats["clip_ratio"].append(out.clip_ratio.item())
                 if entropy is not None:
-                    m = mb.completion_mask.to(entropy.dtype)
+                    m = mask_k.to(entropy.dtype)
                     entropy_sum += float((entropy * m).sum())
                     entropy_tokens += float(m.sum())
             stats["policy_loss"].append(policy_loss)
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
             trainable = [p for p in run.model.parameters() if p.requires_grad]
             stats["grad_norm"].append(dist.full_norm(torch.nn.utils.clip_grad_norm_(trainable, max_norm)))
+            lr = current_lr(run.optimizer)  # the rate this update runs at
             run.optimizer.step()
             run.scheduler.step()
             run.optimizer.zero_grad(set_to_none=True)
+            updates_done = start.step * config.num_iterations + iteration + 1
+            if config.sync_ref_model and updates_done % config.ref_model_sync_steps == 0:
+                sync_reference(run)
+                stats["ref_syncs"].append(1.0)
     means = dist.mean(torch.tensor([sum(v) / len(v) for v in (stats["policy_loss"], stats["kl"], stats["clip_ratio"])]))
     entropy_totals = dist.sum(torch.tensor([entropy_sum, entropy_tokens], dtype=torch.float64))
     return {
@@ -829,8 +986,24 @@ def update(
         "policy/clip_ratio": float(means[2]),
         "policy/entropy": float(entropy_totals[0] / max(float(entropy_totals[1]), 1.0)),
         "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),  # the same on every rank
+        "optim/lr": lr,
+        "ref/synced": float(len(stats["ref_syncs"])),
         **correction.metrics(),
     }
+
+
+@torch.no_grad()
+def sync_reference(run: Run) -> None:
+    """TRL's reference sync (``SyncRefModelCallback``; DeepSeekMath's iterative RL with alpha 1): every reference
+    weight becomes ``alpha * policy + (1 - alpha) * reference``, ``alpha = ref_model_mixup_alpha``.
+
+    Every rank does it on its own copy (or, under FSDP, its own shard of both), so the ranks' references stay equal.
+    """
+    assert run.ref_model is not None  # config validation: sync_ref_model needs beta > 0 and no LoRA
+    alpha = run.config.ref_model_mixup_alpha
+    for ref_p, p in zip(run.ref_model.parameters(), run.model.parameters(), strict=True):
+        ref_p.mul_(1.0 - alpha).add_(p.detach().to(ref_p.dtype), alpha=alpha)
+    run.ref_synced = True
 
 
 @dataclass
@@ -886,7 +1059,7 @@ class SamplerCorrection:
 
 
 def step_metrics(
-    run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, stats: dict[str, float]
+    run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, adv: Advantages, stats: dict[str, float]
 ) -> dict[str, Any]:
     """Phase 6a: the step's metrics row over all ranks (rewards, lengths, the update's statistics, timings)."""
     dist, timer = run.dist, start.timer
@@ -905,13 +1078,16 @@ def step_metrics(
         "completions/mean_length": float(lengths.mean()),
         "completions/max_length": float(lengths.max()),
         "completions/clipped_ratio": float(truncated.mean()),
-        "optim/lr": run.scheduler.get_last_lr()[0],
+        "optim/lr": stats["optim/lr"],
         "optim/grad_norm": stats["optim/grad_norm"],
+        **({"ref/synced": stats["ref/synced"]} if run.config.sync_ref_model else {}),
+        **rollouts.metrics,
         **{k: v for k, v in stats.items() if k.startswith("rollout/")},
         **timer.as_metrics(),
         "timing/step": step_s,
         "timing/reward_wait_frac": timer.seconds["reward_wait"] / step_s,
         "perf/tokens_per_s": float(lengths.sum()) / step_s,
+        **adv.metrics,
     }
 
 
@@ -922,7 +1098,10 @@ def end_step(run: Run, start: StepStart, row: dict[str, Any]) -> None:
     is_last = done == config.max_steps
     if run.eval_rows and (is_last or (config.eval_steps and done % config.eval_steps == 0)):
         with start.timer("eval"):
-            row.update(evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval{done}", run.dist))
+            length = config.completion_length_at(start.step)
+            row.update(
+                evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval{done}", run.dist, length)
+            )
         row["timing/eval"] = start.timer.seconds["eval"]
     log_metrics(run, done, row)
     if is_last or (config.save_steps and done % config.save_steps == 0):
@@ -948,6 +1127,7 @@ def save(run: Run, step: int, rng: dict[str, Any] | None = None) -> Path:
     rng_ranks = dist.gather_objects([rng]) if dist.is_distributed else None
     model_state = dist.full_state_dict(run.model)
     optimizer_state = dist.optimizer_state(run.model, run.optimizer)
+    ref_state = dist.full_state_dict(run.ref_model) if run.ref_synced and run.ref_model is not None else None
     if dist.is_main:
         path = save_checkpoint(
             run.output_dir,
@@ -962,6 +1142,9 @@ def save(run: Run, step: int, rng: dict[str, Any] | None = None) -> Path:
             rng_ranks=rng_ranks,
             model_state_dict=model_state,
             optimizer_state=optimizer_state,
+            loop_state={"prompt_cursor": run.prompt_cursor},
+            ref_model=run.ref_model if run.ref_synced else None,  # type: ignore[arg-type]
+            ref_state_dict=ref_state,
         )
     dist.barrier()
     return path
@@ -1017,20 +1200,24 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
     )
     try:
         if run.eval_rows and run.start_step == 0:
-            row = evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval0", dist)
+            length = config.completion_length_at(0)
+            row = evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval0", dist, length)
             log_metrics(run, 0, row)
             logger.info("step 0: eval pass@1 %.3f", row["eval/pass@1"])
         for step in range(run.start_step, config.max_steps):
             start = StepStart(step=step, rng=rng_state(), timer=PhaseTimer(), started_s=time.perf_counter())
             rollouts = sample(run, start)  # 1. completions; each chunk's rewards already requested
+            if config.dynamic_sampling:  # 1b. DAPO: only groups whose rewards differ, sampling more to fill
+                rollouts = keep_informative_groups(run, start, rollouts)
             run.backend.sleep()  # the sampler's memory is free for the update (vLLM sleep mode)
             old_logps, ref_logps = old_and_ref_log_probs(run, rollouts.batch, start.timer)  # 2. while scoring
             scored = score(run, rollouts, start)  # 3. wait for the rewards
-            adv = compute_advantages(run, rollouts, scored)  # 4. group advantages, loss mask
-            stats = update(run, rollouts.batch, adv, old_logps, ref_logps, start.timer)  # 5. optimizer steps
+            adv = compute_advantages(run, rollouts, scored)  # 4. advantages, loss mask
+            stats = update(run, start, rollouts.batch, adv, old_logps, ref_logps)  # 5. optimizer steps
+            run.prompt_cursor += rollouts.prompts_drawn
             with start.timer("weight_sync"):  # 5b. the sampler takes the new weights (vLLM; nothing otherwise)
                 stats |= run.backend.sync_weights()
-            row = step_metrics(run, start, rollouts, scored, stats)  # 6. log, evaluate, checkpoint
+            row = step_metrics(run, start, rollouts, scored, adv, stats)  # 6. log, evaluate, checkpoint
             end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.rollout import (
     Prompt,
@@ -104,7 +104,9 @@ class VLLMBackend:
     """Colocated vLLM generation with an in-memory weight sync after every optimizer step, and its proof.
 
     Args:
-        model: the policy (its weights are what the engine samples with after each :meth:`sync_weights`).
+        model: the policy (its weights are what the engine samples with after each :meth:`sync_weights`), or
+            ``None`` to sample the checkpoint at ``options.model_path`` as the engine loaded it (rejection
+            sampling: nothing to sync, and no trainer-side copy of the weights in memory).
         tokenizer: the policy's tokenizer; prompts are tokenised here, exactly as :class:`TransformersBackend`
             does, and handed to vLLM as token ids.
         options: how to build the engine.
@@ -115,12 +117,13 @@ class VLLMBackend:
         weights: what to sync; by default the policy's parameters, tied ones under each of their names.
 
     Raises:
-        ValueError: sleep mode on a platform without it, or a probe prompt of fewer than 2 tokens.
+        ValueError: sleep mode on a platform without it, a probe prompt of fewer than 2 tokens, or a probe prompt
+            without a model.
     """
 
     def __init__(
         self,
-        model: PreTrainedModel,
+        model: PreTrainedModel | None,
         tokenizer: PreTrainedTokenizerBase,
         options: EngineOptions,
         *,
@@ -142,11 +145,14 @@ class VLLMBackend:
             tokenizer, max_prompt_length=max_prompt_length, apply_chat_template=apply_chat_template
         )
         self.pad_token_id = self.prompts.pad_token_id
-        self.eos_token_ids = eos_token_ids(model, tokenizer)
+        self.eos_token_ids = eos_token_ids(model if model is not None else _Checkpoint(options.model_path), tokenizer)
+        self._device = next(model.parameters()).device if model is not None else torch.device("cpu")
         self.sync_tolerance = sync_tolerance
-        self._weights: WeightSource = weights or (lambda: _named_tensors(model))
+        self._weights: WeightSource | None = weights or (None if model is None else (lambda: _named_tensors(model)))
         self._probe_ids: list[int] | None = None
         if probe_prompt is not None:
+            if model is None:
+                raise ValueError("a probe prompt proves a sync of the policy's weights: give the model too")
             self._probe_ids = self.prompts.token_ids(probe_prompt)[-(max_prompt_length or 10**9) :]
             if len(self._probe_ids) < 2:
                 raise ValueError("the probe prompt must give at least 2 tokens (its first token has no log-prob)")
@@ -167,7 +173,7 @@ class VLLMBackend:
         """
         if self._asleep:  # the engine's weights were released: the policy's are the ones to sample with
             self.sync_weights()
-        device = next(self.model.parameters()).device
+        device = self._device
         ids, mask = self.prompts.encode(prompts)  # (n, P)
         seed = int(torch.randint(0, 2**31 - 1 - len(prompts) * num_generations, ()).item())
         requests = [TokensPrompt(prompt_token_ids=row[m.bool()].tolist()) for row, m in zip(ids, mask, strict=True)]
@@ -211,11 +217,13 @@ class VLLMBackend:
 
         Returns:
             ``rollout/weight_sync_logprob_diff`` (largest per-token log-prob difference on the probe prompt, nats)
-            when a probe prompt was given; else nothing.
+            when a probe prompt was given; else nothing (also when built without a model: nothing to sync).
 
         Raises:
             WeightSyncError: a float32 engine differs from the policy by more than ``sync_tolerance``.
         """
+        if self._weights is None:
+            return {}
         if self._asleep:
             self.llm.wake_up(tags=["weights"])  # memory back for the weights; their values come next
         weights = [(name, tensor.detach()) for name, tensor in self._weights()]
@@ -246,6 +254,7 @@ class VLLMBackend:
         """
         if self._probe_ids is None:
             raise ValueError("no probe prompt: build the backend with probe_prompt=...")
+        assert self.model is not None  # __init__ refuses a probe prompt without a model
         engine = self.prompt_log_probs(self._probe_ids)  # (L - 1,)
         policy = _policy_prompt_log_probs(self.model, self._probe_ids)  # (L - 1,)
         return float((engine - policy).abs().max())
@@ -265,8 +274,9 @@ class VLLMBackend:
 
     def sleep(self) -> None:
         """With sleep mode: release the KV cache and the weights (level 2: the next sync replaces them anyway)
-        until the next :meth:`sync_weights`; without it, nothing. A ``generate`` while asleep syncs first."""
-        if self.options.enable_sleep_mode and not self._asleep:
+        until the next :meth:`sync_weights`; without it, or without a model to sync from, nothing. A ``generate``
+        while asleep syncs first."""
+        if self.options.enable_sleep_mode and not self._asleep and self._weights is not None:
             self.llm.sleep(level=2)
             self._asleep = True
 
@@ -280,6 +290,20 @@ class VLLMBackend:
         del self.llm
         destroy_model_parallel()
         destroy_distributed_environment()
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """What :func:`trainer.rollout.eos_token_ids` reads of a model, from a checkpoint directory without loading it."""
+
+    path: str
+
+    @property
+    def generation_config(self) -> Any:
+        try:
+            return GenerationConfig.from_pretrained(self.path)
+        except OSError:  # no generation_config.json: the model config's EOS
+            return GenerationConfig.from_model_config(AutoConfig.from_pretrained(self.path))
 
 
 def _named_tensors(model: torch.nn.Module) -> Iterable[tuple[str, torch.Tensor]]:

@@ -50,6 +50,7 @@ __all__ = [
     "RewardItem",
     "RewardResult",
     "RewardServerError",
+    "StepScore",
     "api_key_from_env",
     "client_from_env",
     "server_urls_from_env",
@@ -86,6 +87,8 @@ class RewardItem:
         tests: code tests, for ``task == "code"``.
         group_id: the group (prompt) the completion belongs to.
         prompt: the prompt text, from which the server can tell the target language when ``language`` is unset.
+        steps: ask for step rewards, e.g. ``{"component": "arithmetic", "separator": "\\n\\n"}`` (process
+            supervision); the result's ``steps`` then holds each step's span and score.
     """
 
     id: str
@@ -99,6 +102,7 @@ class RewardItem:
     tests: Any = None
     group_id: str | None = None
     prompt: str | None = None
+    steps: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The item as the JSON object the server expects (``None`` fields left out)."""
@@ -109,6 +113,8 @@ class RewardItem:
                 body[name] = value
         if self.components is not None:
             body["components"] = dict(self.components)
+        if self.steps is not None:
+            body["steps"] = dict(self.steps)
         return body
 
 
@@ -124,6 +130,18 @@ class ComponentResult:
 
 
 @dataclass(frozen=True, slots=True)
+class StepScore:
+    """One step of a completion: ``response[start:end]`` (code-point offsets) and its score (``None``: nothing
+    to score there, status ``no_claim``, or a failure)."""
+
+    start: int
+    end: int
+    score: float | None
+    status: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RewardResult:
     """The server's result for one item.
 
@@ -134,12 +152,14 @@ class RewardResult:
         status: ``ok`` whenever ``reward`` is a number, else the failing component's status (``timeout``,
             ``error``, ``invalid_ground_truth``, ``sandbox_error`` ...).
         components: per-component results.
+        steps: each step's span and score when the item asked for step rewards, else ``None``.
     """
 
     id: str
     reward: float | None
     status: str
     components: dict[str, ComponentResult] = field(default_factory=dict)
+    steps: list[StepScore] | None = None
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> RewardResult:
@@ -159,11 +179,24 @@ class RewardResult:
                 )
                 for name, c in (body.get("components") or {}).items()
             }
+            steps = body.get("steps")
             result = cls(
                 id=str(body["id"]),
                 reward=_number_or_none(body["reward"], "reward"),
                 status=str(body["status"]),
                 components=components,
+                steps=None
+                if steps is None
+                else [
+                    StepScore(
+                        start=int(st["start"]),
+                        end=int(st["end"]),
+                        score=_number_or_none(st.get("score"), "step score"),
+                        status=str(st["status"]),
+                        detail=st.get("detail"),
+                    )
+                    for st in steps
+                ],
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RewardServerError(f"malformed result from the reward server: {exc!r} in {body!r:.300}") from exc

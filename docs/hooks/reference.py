@@ -3,7 +3,9 @@
 - ``api.md``: the marker ``<!-- generated: openapi -->`` becomes the app's OpenAPI schema (every endpoint, every
   request and result model with its fields, types, limits and descriptions), read from ``create_app().openapi()``.
 - ``trainer/config.md``: ``<!-- generated: grpo-config -->`` becomes every ``GRPOConfig`` field with its type,
-  default and the docstring under it, grouped by the section comments of ``trainer/config.py``.
+  default and the docstring under it, grouped by the section comments of ``trainer/config.py``;
+  ``trainer/recipe.md``: ``<!-- generated: sft-config -->`` and ``<!-- generated: sample-config -->`` the same
+  for ``SFTConfig`` and ``SampleConfig``.
 - ``examples/arithmetic/curves.png`` (outside ``docs/``) is added to the site for the example's page.
 
 Everything is read from this checkout; nothing is downloaded. A page that lost its marker fails the build.
@@ -26,6 +28,8 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI_MARKER = "<!-- generated: openapi -->"
 CONFIG_MARKER = "<!-- generated: grpo-config -->"
+SFT_CONFIG_MARKER = "<!-- generated: sft-config -->"
+SAMPLE_CONFIG_MARKER = "<!-- generated: sample-config -->"
 #: Files outside ``docs/`` that pages show, as (path from the repository root, path in the site).
 EXTRA_FILES = [("examples/arithmetic/curves.png", "examples/arithmetic/curves.png")]
 
@@ -196,22 +200,24 @@ def _type_name(tp: Any) -> str:
     return text.replace("typing.", "")
 
 
-def render_config() -> str:
-    """The Markdown reference of every ``GRPOConfig`` field: name, type, default, docstring."""
+def render_config(class_name: str = "GRPOConfig", level: int = 2) -> str:
+    """The Markdown reference of every field of a trainer config class (``GRPOConfig``, ``SFTConfig``,
+    ``SampleConfig``): name, type, default, docstring, under ``level``-deep headings of its sections."""
     _import_path()
-    from trainer.config import GRPOConfig, field_docs
+    import trainer.config
 
-    docs = field_docs()
-    hints = typing.get_type_hints(GRPOConfig)
-    sections = _sections(GRPOConfig)
+    cls = getattr(trainer.config, class_name)
+    docs = trainer.config.field_docs(cls)
+    hints = typing.get_type_hints(cls)
+    sections = _sections(cls)
     lines: list[str] = []
     current = None
-    for f in dataclasses.fields(GRPOConfig):
+    for f in dataclasses.fields(cls):
         section = sections.get(f.name, "")
         if section != current:
             current = section
             title = section[:1].upper() + section[1:] or "Options"
-            lines += ["", f"## {title}", "", "| option | type | default | what |"]
+            lines += ["", f"{'#' * level} {title}", "", "| option | type | default | what |"]
             lines.append("| --- | --- | --- | --- |")
         if f.default is not dataclasses.MISSING:
             default = f"`{json.dumps(list(f.default) if isinstance(f.default, tuple) else f.default)}`"
@@ -219,7 +225,7 @@ def render_config() -> str:
             default = "required"
         doc = docs.get(f.name)
         if not doc:
-            raise PluginError(f"GRPOConfig.{f.name} has no docstring under it; every option must say what it does")
+            raise PluginError(f"{class_name}.{f.name} has no docstring under it; every option must say what it does")
         lines.append(f"| `{f.name}` | `{_cell(_type_name(hints[f.name]))}` | {default} | {_cell(doc)} |")
     return "\n".join(lines).strip() + "\n"
 
@@ -238,13 +244,17 @@ def on_files(files: Files, config: Any) -> Files:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     generated = {
-        "api.md": (OPENAPI_MARKER, lambda: render_openapi(openapi_spec())),
-        "trainer/config.md": (CONFIG_MARKER, render_config),
+        "api.md": [(OPENAPI_MARKER, lambda: render_openapi(openapi_spec()))],
+        "trainer/config.md": [(CONFIG_MARKER, render_config)],
+        "trainer/recipe.md": [
+            (SFT_CONFIG_MARKER, lambda: render_config("SFTConfig", level=4)),
+            (SAMPLE_CONFIG_MARKER, lambda: render_config("SampleConfig", level=4)),
+        ],
     }
-    entry = generated.get(page.file.src_uri)
-    if entry is None:
-        return markdown
-    marker, render = entry
-    if marker not in markdown:
-        raise PluginError(f"docs/{page.file.src_uri} lost its marker {marker}; the reference would not be generated")
-    return markdown.replace(marker, render())
+    for marker, render in generated.get(page.file.src_uri, []):
+        if marker not in markdown:
+            raise PluginError(
+                f"docs/{page.file.src_uri} lost its marker {marker}; the reference would not be generated"
+            )
+        markdown = markdown.replace(marker, render())
+    return markdown

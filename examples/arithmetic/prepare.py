@@ -1,17 +1,15 @@
-"""Build the arithmetic example's data, tokenizer and tiny model, and give the model a short supervised warm-up.
+"""Build the arithmetic example's data, tokenizer and (random) tiny model; the cold start is ``python -m trainer sft``.
 
 Writes, under ``--out`` (default ``examples/arithmetic/runs``):
 
-* ``data/train.jsonl``, ``data/test.jsonl``: GRPO prompts with ``ground_truth`` (held-out problems never share
-  their numbers and operation with a training problem);
-* ``sft/``: the warmed-up policy in Hugging Face format (a Qwen2 of a few million parameters and its own BPE
-  tokenizer), the starting point of ``grpo.yaml``.
+* ``data/train.jsonl``, ``data/test.jsonl``: prompts with ``ground_truth`` for GRPO, rejection sampling and the
+  held-out pass@1 (held-out problems never share their numbers and operation with a training problem);
+* ``data/cold_start.jsonl``: ``--cold-start`` training problems with their worked solution (``prompt`` and
+  ``completion``), the cold-start SFT set: one step of column arithmetic a line, so that process supervision can
+  check each step (``<think>`` working ``</think>`` then ``<answer>`` result ``</answer>``);
+* ``base/``: a randomly initialised Qwen2 of a few million parameters and its own BPE tokenizer.
 
-The warm-up is deliberately short: it teaches the answer format (``<think>`` working ``</think>`` then
-``<answer>`` result ``</answer>``) and some arithmetic, and stops while the policy still gets a good share of
-problems wrong, so GRPO has room to improve and still samples right answers to learn from.
-
-Run: ``python examples/arithmetic/prepare.py`` (about seven minutes on one CPU core).
+Run: ``python examples/arithmetic/prepare.py`` (seconds); ``run.sh`` runs the whole recipe.
 """
 
 from __future__ import annotations
@@ -21,9 +19,7 @@ import json
 import random
 from pathlib import Path
 
-import torch
-
-from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
+from trainer.tiny import build_tiny_model, build_tokenizer
 
 NAMES = ["Tom", "Ana", "Li", "Sam", "Mia", "Omar", "Eva", "Raj", "Zoe", "Ben"]
 ITEMS = ["apples", "books", "coins", "stamps", "pens", "shells", "cards", "marbles"]
@@ -38,22 +34,23 @@ TEMPLATES = [
 
 
 def working(a: int, b: int, op: str) -> str:
-    """Column arithmetic written out digit by digit: short steps a tiny model can learn, and check."""
+    """Column arithmetic written out digit by digit, one step a line: short steps a tiny model can learn and a
+    rule-based step check can verify (each line holds one ``a op b = c``)."""
     a1, a0, b1, b0 = a // 10, a % 10, b // 10, b % 10
     if op == "+":
         units = a0 + b0
         carry = units // 10
         first = f"{a0} + {b0} = {units}" + (", carry 1." if carry else ".")
         second = f"{a1} + {b1}" + (" + 1" if carry else "") + f" = {a1 + b1 + carry}."
-        return f"{first} {second}"
+        return f"{first}\n{second}"
     borrow = a0 < b0
     first = f"{a0 + 10} - {b0} = {a0 + 10 - b0}, borrow 1." if borrow else f"{a0} - {b0} = {a0 - b0}."
     second = f"{a1}" + (" - 1" if borrow else "") + f" - {b1} = {a1 - borrow - b1}."
-    return f"{first} {second}"
+    return f"{first}\n{second}"
 
 
 def make_problem(rng: random.Random, template: str, op: str, a: int, b: int) -> dict[str, str]:
-    """One row: the prompt, the ground truth, and the completion the warm-up imitates."""
+    """One row: the prompt, the ground truth, and the worked completion the cold-start SFT imitates."""
     if op == "-" and b > a:
         a, b = b, a
     answer = a + b if op == "+" else a - b
@@ -89,39 +86,39 @@ def make_splits(seed: int, n_test: int) -> tuple[list[dict[str, str]], list[dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "runs")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation")
+    parser.add_argument("--data-seed", type=int, default=0, help="seed of the problems and the held-out split")
     parser.add_argument("--test-size", type=int, default=200)
-    parser.add_argument("--warmup-steps", type=int, default=1000, help="supervised steps (the knob for start accuracy)")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--cold-start", type=int, default=1000, help="training problems in the cold-start SFT set")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
 
-    train, test = make_splits(args.seed, args.test_size)
+    train, test = make_splits(args.data_seed, args.test_size)
     data = args.out / "data"
     data.mkdir(parents=True, exist_ok=True)
     for name, rows in (("train", train), ("test", test)):
         with (data / f"{name}.jsonl").open("w") as f:
             for r in rows:
                 f.write(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"], "task": "math"}) + "\n")
-    print(f"{len(train)} training and {len(test)} held-out problems in {data}")
+    with (data / "cold_start.jsonl").open("w") as f:
+        for r in train[: args.cold_start]:
+            f.write(json.dumps({"prompt": r["prompt"], "completion": r["completion"]}) + "\n")
+    print(f"{len(train)} training, {len(test)} held-out and {args.cold_start} cold-start problems in {data}")
 
     corpus = [r["prompt"] + r["completion"] for r in train[:5000]]
     tokenizer = build_tokenizer(corpus, vocab_size=384, extra_tokens=["<think>", "</think>", "<answer>", "</answer>"])
     model = build_tiny_model(
-        tokenizer, hidden_size=192, num_layers=4, num_heads=4, num_kv_heads=2, max_position_embeddings=256, seed=0
+        tokenizer,
+        hidden_size=192,
+        num_layers=4,
+        num_heads=4,
+        num_kv_heads=2,
+        max_position_embeddings=256,
+        seed=args.seed,
     )
     print(f"Qwen2 with {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, vocab {len(tokenizer)}")
-    pairs = [(r["prompt"], r["completion"]) for r in train]
-    supervised_warm_up(
-        model, tokenizer, pairs, steps=args.warmup_steps, batch_size=args.batch, learning_rate=args.lr, log=print
-    )
-    model.save_pretrained(args.out / "sft")
-    tokenizer.save_pretrained(args.out / "sft")
-    print(f"saved the warmed-up policy to {args.out / 'sft'}")
+    model.save_pretrained(args.out / "base")
+    tokenizer.save_pretrained(args.out / "base")
+    print(f"saved the random base model to {args.out / 'base'}")
 
 
 if __name__ == "__main__":

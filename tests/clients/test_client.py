@@ -450,3 +450,44 @@ def test_client_speaks_the_real_apps_contract() -> None:
     assert results[0].reward == 1.5 and results[0].components["format"].weight == 0.5
     assert results[2].reward is None and results[2].status == "invalid_ground_truth"
     assert "acuracy" in str(err.value)  # the 422 names the bad component
+
+
+def test_step_rewards_travel_both_ways() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        item = json.loads(request.content)["items"][0]
+        seen.append(item)
+        steps = [
+            {"start": 0, "end": 9, "score": 1.0, "status": "ok", "detail": None},
+            {"start": 10, "end": 14, "score": None, "status": "no_claim", "detail": "nothing to check"},
+        ]
+        result = {"id": item["id"], "reward": 1.0, "status": "ok", "components": {}, "steps": steps}
+        return httpx.Response(200, json={"results": [result]})
+
+    item = RewardItem(id="q-0", task="math", response="1 + 1 = 2\ndone", ground_truth="2", steps={"separator": "\n"})
+    [result] = RewardClient("http://a", client=httpx.Client(transport=httpx.MockTransport(handler))).score([item])
+    assert seen[0]["steps"] == {"separator": "\n"}
+    assert result.steps is not None
+    assert [(s.start, s.end, s.score, s.status) for s in result.steps] == [
+        (0, 9, 1.0, "ok"),
+        (10, 14, None, "no_claim"),
+    ]
+    plain = RewardItem(id="q-1", task="math", response="x", ground_truth="2")
+    assert "steps" not in plain.to_json()
+
+
+def test_a_step_score_that_is_not_a_number_is_malformed() -> None:
+    body = {
+        "results": [
+            {
+                "id": "q-0",
+                "reward": 1.0,
+                "status": "ok",
+                "steps": [{"start": 0, "end": 1, "score": "1", "status": "ok"}],
+            }
+        ]
+    }
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, json=body))
+    with pytest.raises(RewardServerError, match="malformed"):
+        RewardClient("http://a", client=httpx.Client(transport=transport)).score(_items(1))

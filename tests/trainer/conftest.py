@@ -82,14 +82,25 @@ def contains_answer(item: dict[str, Any]) -> float | None:
     return 1.0 if item["ground_truth"] in item["response"] else 0.0
 
 
+def whole_response_step(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """Stand-in step rewards: the whole completion is one step, scored as the item's reward."""
+    return [{"start": 0, "end": len(item["response"]), "score": contains_answer(item), "status": "ok", "detail": None}]
+
+
 class StandInServer:
     """A ``MockTransport`` handler speaking the ``/v1/rewards`` contract with a pluggable scoring rule.
 
-    ``score(item) -> float | None``; ``None`` gives a null reward with status ``timeout``. Items are recorded.
+    ``score(item) -> float | None``; ``None`` gives a null reward with status ``timeout``. An item that asks for
+    ``steps`` gets ``steps(item)`` back (a list of step results). Items are recorded.
     """
 
-    def __init__(self, score: Callable[[dict[str, Any]], float | None] = contains_answer) -> None:
+    def __init__(
+        self,
+        score: Callable[[dict[str, Any]], float | None] = contains_answer,
+        steps: Callable[[dict[str, Any]], list[dict[str, Any]]] = whole_response_step,
+    ) -> None:
         self.score = score
+        self.steps = steps
         self.items: list[dict[str, Any]] = []
         self.requests = 0
 
@@ -102,7 +113,10 @@ class StandInServer:
             s = self.score(item)
             status = "ok" if s is not None else "timeout"
             acc = {"score": s, "weight": 1.0, "status": status, "detail": None, "info": {}}
-            results.append({"id": item["id"], "reward": s, "status": status, "components": {"accuracy": acc}})
+            result = {"id": item["id"], "reward": s, "status": status, "components": {"accuracy": acc}}
+            if "steps" in item:
+                result["steps"] = self.steps(item)
+            results.append(result)
         return httpx.Response(200, json={"results": results})
 
     def scorer(self) -> RewardScorer:

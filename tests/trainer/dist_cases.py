@@ -9,6 +9,7 @@ update on the same completions, and the updates can be compared to float toleran
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import zlib
 from collections.abc import Sequence
@@ -101,10 +102,14 @@ def _resume_cases(model_dir: Path, train_file: Path, out_root: Path) -> None:
     train_module.train(
         config(model_dir, train_file, out_root / "whole", **extra), scorer=StandInServer(varied).scorer()
     )
+    # The same run, stopped after step 1: its later checkpoints are removed, as if it had died there (max_steps=1
+    # would change the learning-rate schedule, which decays over max_steps).
     cut = out_root / "cut"
-    train_module.train(
-        config(model_dir, train_file, cut, **{**extra, "max_steps": 1}), scorer=StandInServer(varied).scorer()
-    )
+    train_module.train(config(model_dir, train_file, cut, **extra, save_steps=1), scorer=StandInServer(varied).scorer())
+    if torch.distributed.get_rank() == 0:
+        for later in ("checkpoint-2", "checkpoint-3"):
+            shutil.rmtree(cut / later)
+    torch.distributed.barrier()
     train_module.train(
         config(model_dir, train_file, cut, **extra, resume_from_checkpoint="latest"),
         scorer=StandInServer(varied).scorer(),

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from trainer.grpo import (
     ADVANTAGE_EPS,
+    OUTSIDE_SUPPORT_LOGP,
     aggregate_loss,
     clipped_surrogate,
     entropy_from_logits,
@@ -16,7 +19,9 @@ from trainer.grpo import (
     group_advantages,
     grpo_loss,
     kl_k3,
+    process_advantages,
     sampler_importance_weights,
+    sampling_support,
     token_log_probs,
 )
 
@@ -118,6 +123,61 @@ def test_unknown_scale_rewards_is_refused() -> None:
         group_advantages(_t([1, 0]), _ids([0, 0]), "std")  # type: ignore[arg-type]
 
 
+# ------------------------------------------------------------------------------------- process supervision
+
+
+def test_process_advantages_of_the_docstring_example() -> None:
+    # One group. Completion 0: steps [1, 0] ending at tokens 1 and 3; completion 1: step [1] ending at token 2.
+    # The group's steps [1, 0, 1]: mean 2/3, unbiased std sqrt(((1/3)^2 * 2 + (2/3)^2) / 2) = sqrt(1/3).
+    rewards = _t([1, 0, 1, NAN]).reshape(2, 2)
+    ends = _ids([1, 3, 2, -1]).reshape(2, 2)
+    adv = process_advantages(rewards, ends, _ids([0, 0]), 5, eps=0.0)
+    hi, lo = (1 / 3) / SQRT_THIRD, (-2 / 3) / SQRT_THIRD  # +0.577, -1.155
+    # A token's advantage sums the normalised rewards of the steps that end at or after it.
+    expected = [[hi + lo, hi + lo, lo, lo, 0.0], [hi, hi, hi, 0.0, 0.0]]
+    torch.testing.assert_close(adv, torch.tensor(expected), atol=1e-6, rtol=0)
+    assert adv[0, 0].item() == pytest.approx(-0.577, abs=1e-3)
+
+
+def test_process_advantages_normalise_over_the_group_not_the_batch() -> None:
+    # Two groups, interleaved. Group 5: steps [2] and [0, 4] (mean 2, std 2); group 9: steps [1] and [3]
+    # (mean 2, std sqrt(2)). Each step ends at its own token; T = 2.
+    rewards = _t([2, NAN, 1, NAN, 0, 4, 3, NAN]).reshape(4, 2)
+    ends = _ids([1, 0, 0, 0, 0, 1, 1, 0]).reshape(4, 2)
+    adv = process_advantages(rewards, ends, _ids([5, 9, 5, 9]), 2)
+    g5, g9 = 2 + ADVANTAGE_EPS, math.sqrt(2) + ADVANTAGE_EPS
+    expected = [[0.0, 0.0], [-1 / g9, 0.0], [(-2 + 2) / g5, 2 / g5], [1 / g9, 1 / g9]]
+    torch.testing.assert_close(adv, torch.tensor(expected), atol=1e-6, rtol=0)
+    # Dr. GRPO's "none" only centres: group 5's steps become [0], [-2, 2].
+    centred = process_advantages(rewards, ends, _ids([5, 9, 5, 9]), 2, scale_rewards="none")
+    torch.testing.assert_close(centred[2], torch.tensor([0.0, 2.0]))
+
+
+def test_one_step_per_completion_ending_at_its_last_token_is_outcome_supervision() -> None:
+    outcome = _t([1, 0, 0, 1, 0.5, 0.5, 0.0, 2.0])
+    groups = _ids([0, 0, 0, 0, 1, 1, 1, 1])
+    lengths = _ids([3, 5, 1, 4, 2, 5, 5, 3])
+    adv = process_advantages(outcome.unsqueeze(1), (lengths - 1).unsqueeze(1), groups, 5)
+    per_completion = group_advantages(outcome, groups)
+    positions = torch.arange(5).expand(8, 5)
+    expected = torch.where(positions < lengths.unsqueeze(1), per_completion.unsqueeze(1), torch.zeros(()))
+    torch.testing.assert_close(adv, expected)
+
+
+def test_a_completion_without_scored_steps_gets_zero_and_changes_nothing_for_the_others() -> None:
+    rewards = _t([1, 0, NAN, NAN, 0, 1]).reshape(3, 2)
+    ends = _ids([0, 1, 0, 1, 0, 1]).reshape(3, 2)
+    adv = process_advantages(rewards, ends, _ids([0, 0, 0]), 3)
+    assert adv[1].tolist() == [0.0, 0.0, 0.0]
+    without = process_advantages(rewards[[0, 2]], ends[[0, 2]], _ids([0, 0]), 3)
+    torch.testing.assert_close(adv[[0, 2]], without)
+
+
+def test_process_advantages_refuse_mismatched_shapes() -> None:
+    with pytest.raises(ValueError, match=r"\(N, S\)"):
+        process_advantages(_t([1.0, 2.0]), _ids([0, 1]), _ids([0, 0]), 3)
+
+
 def test_frac_zero_std_groups() -> None:
     rewards = _t([1, 1, 0, 1, NAN, 0.5, 0, 0])
     ids = _ids([0, 0, 1, 1, 2, 2, 3, 3])  # groups: equal, mixed, one scoreable, equal
@@ -190,6 +250,91 @@ def test_micro_batches_sum_to_the_batch_loss(loss_type: str) -> None:
         for i in (0, 2)
     )
     assert float(halves) == pytest.approx(whole.item(), abs=1e-6)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_completions_outside_the_mask_do_not_dilute_the_others(loss_type: str) -> None:
+    # Row 1 is not trained on (a null reward): the loss must equal that of the batch without it, as long as the
+    # caller counts only the rows that are trained on.
+    per_token = _t([1, 2, 3, 7, 7, 7, 4, 5, 9]).reshape(3, 3)
+    mask = _t([1, 1, 1, 0, 0, 0, 1, 1, 0]).reshape(3, 3)
+    kw = {"max_completion_length": 3, "num_items_in_batch": mask.sum()}
+    got = aggregate_loss(per_token, mask, loss_type, num_completions_in_batch=2, **kw)  # type: ignore[arg-type]
+    keep = [0, 2]
+    alone = aggregate_loss(per_token[keep], mask[keep], loss_type, **kw)  # type: ignore[arg-type]
+    assert got.item() == pytest.approx(alone.item())
+    assert got.item() == pytest.approx(
+        {"grpo": (2 + 4.5) / 2, "bnpo": 15 / 5, "dr_grpo": 15 / 6, "dapo": 15 / 5}[loss_type]
+    )
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+def test_micro_batches_sum_to_the_batch_loss_with_rows_left_out(loss_type: str) -> None:
+    gen = torch.Generator().manual_seed(1)
+    per_token = torch.randn(4, 5, generator=gen)
+    mask = torch.ones(4, 5)
+    mask[1] = 0  # a null reward in the first micro-batch only
+    kw: dict[str, Any] = {"max_completion_length": 5, "num_items_in_batch": mask.sum(), "num_completions_in_batch": 3}
+    whole = aggregate_loss(per_token, mask, loss_type, **kw)  # type: ignore[arg-type]
+    first, second = (
+        aggregate_loss(per_token[i : i + 2], mask[i : i + 2], loss_type, gradient_accumulation_steps=2, **kw)  # type: ignore[arg-type]
+        for i in (0, 2)
+    )
+    halves = float(first + second)
+    assert float(halves) == pytest.approx(whole.item(), abs=1e-6)
+
+
+def _loss_and_grad(
+    logp: torch.Tensor, old: torch.Tensor, adv: list[float], mask: torch.Tensor, **kw: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss and its gradient in ``logp``, with the old policy as the reference (``beta`` 0.04 unless given)."""
+    logp = logp.clone().requires_grad_(True)
+    out = grpo_loss(
+        logp,
+        old,
+        _t(adv),
+        mask,
+        epsilon=0.2,
+        epsilon_high=None,
+        ref_logp=kw.pop("ref_logp", old),
+        max_completion_length=mask.shape[1],
+        **{"beta": 0.04, "loss_type": "dapo", "num_items_in_batch": mask.sum(), **kw},
+    )
+    (grad,) = torch.autograd.grad(out.loss, logp)
+    return out.loss, grad
+
+
+def test_a_row_outside_the_mask_gets_no_kl_gradient() -> None:
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.1, 0.2]]))
+    ref = torch.log(torch.tensor([[0.4, 0.3], [0.6, 0.7]]))
+    mask = _t([1, 1, 0, 0]).reshape(2, 2)
+    _, grad = _loss_and_grad(logp, logp, [0.0, 0.0], mask, ref_logp=ref, loss_type="grpo", num_completions_in_batch=1)
+    assert grad[1].tolist() == [0.0, 0.0]
+    assert grad[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize("gap", [100.0, -100.0, math.inf, -math.inf])
+def test_a_huge_log_ratio_at_a_padding_position_gives_finite_gradients(gap: float) -> None:
+    # exp(89) overflows float32, and inf * 0 (the mask) would be NaN in the loss and in every gradient.
+    old = torch.log(_t([0.5, 0.5, 0.5])).reshape(1, 3)
+    logp = old.clone()
+    logp[0, 2] = -1.0 if math.isinf(gap) else old[0, 2] + gap
+    old_padded = old.clone()
+    if math.isinf(gap):
+        old_padded[0, 2] = -1.0 - gap  # so logp - old is +-inf
+    mask = _t([1, 1, 0]).reshape(1, 3)
+    loss, grad = _loss_and_grad(logp, old_padded, [1.0], mask, num_items_in_batch=2)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    assert grad[0, 2].item() == 0.0
+    # The real tokens' gradient is what it is without the padding position.
+    _, grad_without = _loss_and_grad(old[:, :2], old[:, :2], [1.0], mask[:, :2], num_items_in_batch=2)
+    torch.testing.assert_close(grad[:, :2], grad_without)
+
+
+def test_per_token_advantages_in_the_surrogate() -> None:
+    logp = torch.zeros(1, 3)
+    per_token, _ = clipped_surrogate(logp, logp, _t([1.0, -2.0, 0.5]).reshape(1, 3), 0.2)
+    assert per_token.tolist() == [[-1.0, 2.0, -0.5]]
 
 
 def test_dapo_needs_the_batch_token_count() -> None:
@@ -313,6 +458,41 @@ def test_token_log_probs_match_log_softmax_gather(dtype: torch.dtype) -> None:
     tokens = torch.randint(0, 11, (2, 3), generator=gen)
     expected = torch.log_softmax(logits.float(), -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     torch.testing.assert_close(token_log_probs(logits, tokens), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("top_k", "top_p"), [(0, 0.7), (3, 1.0), (3, 0.5), (1, 1.0), (0, 0.999), (20, 0.3)])
+def test_sampling_support_is_what_transformers_samples_from(top_k: int, top_p: float) -> None:
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.randn(6, 11, generator=gen) * 2
+    logits[0, :3] = 1.5  # ties at the k-th value
+    scores = logits.clone()
+    if top_k:
+        scores = TopKLogitsWarper(top_k)(None, scores)
+    if top_p < 1:
+        scores = TopPLogitsWarper(top_p)(None, scores)
+    support = sampling_support(logits, top_k, top_p)
+    assert support is not None
+    assert torch.equal(support, torch.isfinite(scores))
+
+
+def test_truncated_log_probs_are_those_of_the_renormalised_distribution() -> None:
+    logits = torch.log(_t([0.5, 0.3, 0.15, 0.05])).reshape(1, 1, 4)
+    support = sampling_support(logits, top_p=0.75)  # keeps 0.5 and 0.3 (0.5 alone is short of 0.75)
+    assert support is not None and support.tolist() == [[[True, True, False, False]]]
+    got = token_log_probs(logits.expand(1, 4, 4), torch.tensor([[0, 1, 2, 3]]), support.expand(1, 4, 4))
+    assert got[0, :2].tolist() == pytest.approx([math.log(0.5 / 0.8), math.log(0.3 / 0.8)], abs=1e-6)
+    assert got[0, 2:].tolist() == [OUTSIDE_SUPPORT_LOGP, OUTSIDE_SUPPORT_LOGP]  # finite: no NaN in a log-ratio
+    assert sampling_support(logits, 0, 1.0) is None  # no truncation: the full softmax
+
+
+def test_truncated_log_probs_give_finite_gradients_outside_the_support() -> None:
+    logits = torch.log(_t([0.5, 0.3, 0.15, 0.05])).reshape(1, 1, 4).expand(1, 2, 4).clone().requires_grad_(True)
+    support = sampling_support(logits, top_k=2)
+    logp = token_log_probs(logits, torch.tensor([[0, 3]]), support)  # token 3 is outside the top 2
+    per_token, _ = clipped_surrogate(logp, logp.detach(), _t([1.0]), 0.2)
+    (per_token.sum() + kl_k3(logp, logp.detach() - 0.5).sum()).backward()
+    assert logits.grad is not None and torch.isfinite(logits.grad).all()
+    assert logits.grad[0, 1].abs().sum() == 0  # nothing flows through a token the sampler could not draw
 
 
 def test_entropy_hand_computed() -> None:

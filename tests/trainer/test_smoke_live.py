@@ -19,7 +19,7 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM
 
-from rlvr_client.client import RewardClient
+from rlvr_client.client import RewardClient, RewardItem
 from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 from trainer.metrics import read_metrics
 from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
@@ -57,6 +57,20 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _run_cli(command: str, config: dict[str, object], path: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m trainer COMMAND --config path`` with ``config`` written there; fails the test on a non-zero exit."""
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer", command, "--config", str(path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +185,79 @@ def test_two_steps_on_two_gloo_ranks_against_a_live_server(
     _check_run(tmp_path, answering_model)
     state = torch.load(tmp_path / "run" / "checkpoint-2" / "trainer_state.pt", weights_only=False)
     assert len(state["rng_ranks"]) == 2  # both ranks took part, rank 0 wrote
+
+
+def test_rejection_sampling_then_sft_against_a_live_server(
+    live_server: str, answering_model: Path, tmp_path: Path
+) -> None:
+    """R1's phase 3 with the real math verifier: every kept row is one the server verifies, and SFT trains on them."""
+    data = tmp_path / "prompts.jsonl"
+    rows = [{"prompt": f"What is {a} plus {b}?", "ground_truth": str(a + b)} for a in range(3) for b in range(3)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {
+        "model_name_or_path": str(answering_model),
+        "data": str(data),
+        "output_dir": str(tmp_path / "sampled"),
+        "reward_server_urls": [live_server],
+        "reward_components": {"accuracy": 1.0},
+        "num_generations": 8,
+        "chunk_prompts": 4,
+        "max_completion_length": 8,
+        "pass_at_k": [1, 8],
+        "torch_num_threads": 1,
+        "progress_bar": False,
+    }
+    proc = _run_cli("sample", config, tmp_path / "sample.yaml")
+    assert "pass@1:" in proc.stdout and "pass@8:" in proc.stdout
+    summary = json.loads((tmp_path / "sampled" / "summary.json").read_text())
+    kept = [json.loads(line) for line in (tmp_path / "sampled" / "kept.jsonl").read_text().splitlines()]
+    assert 0 < summary["pass@1"] < 1 and summary["pass@1"] <= summary["pass@8"]
+    assert len(kept) == summary["num_kept"] > 0
+
+    # Score the kept set again, independently: the server verifies every row of it.
+    with RewardClient(live_server) as client:
+        again = client.score(
+            [
+                RewardItem(id=str(i), task="math", response=r["completion"], ground_truth=r["ground_truth"])
+                for i, r in enumerate(kept)
+            ]
+        )
+    assert [r.reward for r in again] == [1.0] * len(kept)
+
+    sft_config = {
+        "model_name_or_path": str(answering_model),
+        "train_data": str(tmp_path / "sampled" / "kept.jsonl"),
+        "output_dir": str(tmp_path / "sft"),
+        "batch_size": 4,
+        "max_steps": 2,
+        "learning_rate": 1e-3,
+        "torch_num_threads": 1,
+        "progress_bar": False,
+    }
+    _run_cli("sft", sft_config, tmp_path / "sft.yaml")
+    assert [r["step"] for r in read_metrics(tmp_path / "sft")] == [1, 2]
+
+
+def test_process_supervision_against_a_live_server(live_server: str, answering_model: Path, tmp_path: Path) -> None:
+    """The real step component: the answers hold no arithmetic claim, so every step comes back null (neutral)."""
+    data = tmp_path / "train.jsonl"
+    rows = [{"prompt": f"What is {a} plus {b}?", "ground_truth": str(a + b)} for a in range(3) for b in range(3)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {
+        "model_name_or_path": str(answering_model),
+        "train_data": str(data),
+        "output_dir": str(tmp_path / "run"),
+        "reward_server_urls": [live_server],
+        "advantage_estimator": "process",
+        "max_steps": 1,
+        "prompt_batch_size": 2,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "torch_num_threads": 1,
+        "progress_bar": False,
+    }
+    _run_cli("train", config, tmp_path / "config.yaml")
+    [row] = read_metrics(tmp_path / "run")
+    assert row["steps/per_completion"] >= 1.0  # the server split every completion into steps
+    assert row["steps/frac_scored"] == 0.0  # "<answer>3</answer>" claims nothing checkable
+    assert row["loss/policy"] == 0.0  # no scored step: nothing is trained on

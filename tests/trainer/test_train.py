@@ -112,32 +112,34 @@ def test_no_reference_model_is_loaded_when_beta_is_zero(
 
 
 def test_null_rewards_are_left_out_not_zero(
-    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every completion of the first prompt is unscoreable: that group must give no gradient at all, so a run
-    # where those rows are null matches a run with those prompts' rewards all equal (zero advantage).
-    calls: list[int] = []
+    # Every completion of the first prompt is unscoreable: those rows must not be trained on at all, so they leave
+    # the loss mask (no policy or KL gradient) and count in no denominator (the other rows' gradient would shrink).
+    from trainer import train as train_module
+
+    seen: list[dict[str, Any]] = []
+    real = train_module.grpo_loss
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(
+            {"mask": args[3].clone(), **{k: kwargs[k] for k in ("num_items_in_batch", "num_completions_in_batch")}}
+        )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "grpo_loss", recording)
 
     def null_for_first_group(item: dict[str, Any]) -> float | None:
-        calls.append(1)
         return None if "-p0-" in item["id"] else float(len(item["response"]) % 3)
 
-    def equal_for_first_group(item: dict[str, Any]) -> float | None:
-        return 0.0 if "-p0-" in item["id"] else float(len(item["response"]) % 3)
-
-    # grpo aggregation: a row's weight does not depend on other rows' tokens, so zero-advantage rows are inert.
-    a = train(
-        _config(tiny_model_dir, prompt_files, tmp_path / "a", max_steps=1, loss_type="grpo"),
-        scorer=StandInServer(null_for_first_group).scorer(),
-    )
-    b = train(
-        _config(tiny_model_dir, prompt_files, tmp_path / "b", max_steps=1, loss_type="grpo"),
-        scorer=StandInServer(equal_for_first_group).scorer(),
-    )
-    assert a.history[0]["reward/frac_null"] == 0.5
-    assert b.history[0]["reward/frac_null"] == 0.0
-    for name, value in _params(a.checkpoint).items():
-        torch.testing.assert_close(value, _params(b.checkpoint)[name], atol=0, rtol=0)
+    cfg = _config(tiny_model_dir, prompt_files, tmp_path / "a", max_steps=1, beta=0.1, gradient_accumulation_steps=2)
+    result = train(cfg, scorer=StandInServer(null_for_first_group).scorer())
+    assert result.history[0]["reward/frac_null"] == 0.5
+    first, second = seen  # two micro-batches: group 0's four rows, then group 1's
+    assert first["mask"].sum() == 0  # the null group: nothing counts
+    assert second["mask"].sum() > 0
+    assert int(first["num_completions_in_batch"]) == 4  # the other group's rows only
+    assert int(first["num_items_in_batch"]) == int(second["mask"].sum())
 
 
 def test_gradient_accumulation_matches_one_big_batch(
@@ -165,8 +167,12 @@ def test_resume_gives_the_same_state_as_an_uninterrupted_run(
     common = {"max_steps": 3, "eval_data": str(prompt_files[1]), "eval_steps": 1, "eval_temperature": 1.0, **extra}
     whole = train(_config(tiny_model_dir, prompt_files, tmp_path / "whole", **common), scorer=server.scorer())
 
+    # The same run, stopped after step 1: its later checkpoints are removed, as if it had died there. (Stopping it
+    # with max_steps=1 instead would change the learning-rate schedule, which decays over max_steps.)
     cut = tmp_path / "cut"
-    train(_config(tiny_model_dir, prompt_files, cut, **{**common, "max_steps": 1}), scorer=server.scorer())
+    train(_config(tiny_model_dir, prompt_files, cut, **common, save_steps=1), scorer=server.scorer())
+    for later in ("checkpoint-2", "checkpoint-3"):
+        shutil.rmtree(cut / later)
     resumed = train(
         _config(tiny_model_dir, prompt_files, cut, **common, resume_from_checkpoint="latest"), scorer=server.scorer()
     )

@@ -7,6 +7,7 @@ after another in one process. Deselected where vLLM is not installed; .ci/run ru
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -96,8 +97,12 @@ def test_resume_with_vllm_repeats_the_uninterrupted_run(
     assert server.requests == 2 * 2
     whole_items = list(server.items)
 
+    # The same run stopped after step 1 (its last checkpoint removed, as if it had died there): max_steps=1 would
+    # change the learning-rate schedule, which decays over max_steps.
     cut = tmp_path / "cut"
-    train(_config(vllm_model_dir, prompt_files, cut, **{**common, "max_steps": 1}), scorer=server.scorer())
+    train(_config(vllm_model_dir, prompt_files, cut, **common, save_steps=1), scorer=server.scorer())
+    shutil.rmtree(cut / "checkpoint-2")
+    del server.items[len(whole_items) + len(whole_items) // 2 :]  # the stopped run's step 2 never happened
     resumed = train(
         _config(vllm_model_dir, prompt_files, cut, **common, resume_from_checkpoint="latest"), scorer=server.scorer()
     )
@@ -112,3 +117,47 @@ def test_resume_with_vllm_repeats_the_uninterrupted_run(
         torch.testing.assert_close(_params(resumed.checkpoint)[name], value, atol=0, rtol=0)
     for row in whole.history:
         _check_rollout_metrics(row)
+
+
+def _answers_the_sum(item: dict[str, Any]) -> float:
+    """Stand-in verifier for ``What is a plus b?``: 1 when the completion starts with the sum."""
+    return 1.0 if item["response"].strip().startswith(item["ground_truth"]) else 0.0
+
+
+def test_rejection_sampling_with_vllm_keeps_what_transformers_keeps(vllm_model_dir: Path, tmp_path: Path) -> None:
+    """``sample`` with ``use_vllm``: the engine loads the checkpoint itself (no policy copy, nothing to sync); greedy
+    decoding gives transformers' completions, so both backends keep the same verified rows and report the same
+    pass@1."""
+    from trainer.config import SampleConfig, config_from_dict
+    from trainer.sample import sample
+
+    data = tmp_path / "prompts.jsonl"
+    rows = [{"prompt": f"What is {a} plus {b}?", "ground_truth": str(a + b)} for a in range(7) for b in range(5)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept: dict[str, list[tuple[str, str]]] = {}
+    for name, use_vllm in (("transformers", False), ("vllm", True)):
+        cfg = config_from_dict(
+            {
+                "model_name_or_path": str(vllm_model_dir),
+                "data": str(data),
+                "output_dir": str(tmp_path / name),
+                "num_generations": 1,
+                "chunk_prompts": 8,
+                "max_completion_length": 4,
+                "temperature": 0.0,
+                "pass_at_k": [1],
+                "keep_truncated": True,
+                "progress_bar": False,
+                "torch_num_threads": 1,
+                "use_vllm": use_vllm,
+            },
+            cls=SampleConfig,
+        )
+        server = StandInServer(_answers_the_sum)
+        result = sample(cfg, scorer=server.scorer())
+        assert len(server.items) == len(rows)
+        lines = result.kept_path.read_text().splitlines()
+        kept[name] = [(r["prompt"], r["completion"]) for r in map(json.loads, lines)]
+        assert result.summary["pass@1"] == pytest.approx(len(kept[name]) / len(rows))
+    assert kept["vllm"] == kept["transformers"]
+    assert 0 < len(kept["vllm"]) < len(rows)  # the warmed-up model gets some sums right, not all

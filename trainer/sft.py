@@ -1,0 +1,340 @@
+"""Supervised fine-tuning with the loss on completion tokens only: ``python -m trainer sft --config SFT.yaml``.
+
+This is DeepSeek-R1's cold start (arXiv 2501.12948, section 2.3.1: a few thousand long chains of thought before
+RL) and its second SFT on the rejection-sampled set (section 2.3.3, the rows ``python -m trainer sample``
+writes). A row is ``prompt`` + ``completion`` (each a string; the prompt may be chat messages, the completion a
+list holding one assistant message, as in TRL's prompt-completion format) or chat ``messages`` whose last message,
+the assistant's, is the completion.
+
+The prompt is rendered and tokenised exactly as ``train`` renders GRPO prompts (:class:`trainer.rollout.
+PromptEncoder`: the chat template with the generation prompt, the end kept under ``max_prompt_length``), and the
+completion is tokenised on its own and ended with the model's first EOS id, so the policy learns exactly the
+token sequences GRPO will sample and score. The loss is the token-mean negative log-likelihood of the completion
+tokens of the whole step (EOS included; prompt and padding are not trained on), so gradient accumulation gives
+the gradient of one big batch.
+
+One step: take ``batch_size`` rows (a fresh permutation per epoch, a function of ``(seed, step)``, so a resume
+continues with the same rows), split them into ``gradient_accumulation_steps`` micro-batches, backward, clip,
+AdamW step. Checkpoints, resume, metrics (``metrics.jsonl``, TensorBoard) and the progress bar are ``train``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.checkpoint import load_training_state, resolve_checkpoint, save_checkpoint
+from trainer.config import ConfigError, SFTConfig
+from trainer.data import DataError, prompt_indices, read_rows
+from trainer.distributed import Distributed
+from trainer.metrics import MetricsLogger
+from trainer.optim import build_optimizer, current_lr, resume_lr
+from trainer.rollout import PromptEncoder, eos_token_ids
+from trainer.train import TrainResult, _first_line, _load_model, _load_tokenizer, _seed_everything
+
+logger = logging.getLogger("trainer")
+
+IGNORE_INDEX = -100
+"""Label of a token that is not trained on (prompt, padding)."""
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    """One tokenised row: the prompt's ids and the completion's ids (the EOS at the end included)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+
+
+def row_prompt_and_completion(row: Mapping[str, Any], config: SFTConfig, where: str) -> tuple[Any, str]:
+    """A row's prompt (text or chat messages) and completion text.
+
+    Raises:
+        DataError: the row has neither a prompt and a completion nor chat messages ending with the assistant's,
+            or a field has the wrong type (the message names the row and the column).
+    """
+    if config.prompt_column in row and row[config.prompt_column] is not None:
+        prompt = row[config.prompt_column]
+        if config.completion_column not in row:
+            raise DataError(f"{where} has a {config.prompt_column!r} but no {config.completion_column!r} column")
+        completion = row[config.completion_column]
+        if isinstance(completion, list):  # TRL's conversational prompt-completion: [{"role": "assistant", ...}]
+            if len(completion) != 1 or not _is_message(completion[0]) or completion[0]["role"] != "assistant":
+                raise DataError(f"{where}: a list completion must hold exactly one assistant message")
+            completion = completion[0]["content"]
+    elif config.messages_column in row:
+        messages = row[config.messages_column]
+        if not isinstance(messages, list) or len(messages) < 2 or not all(_is_message(m) for m in messages):
+            raise DataError(
+                f"{where}: {config.messages_column} must be a list of at least two {{'role', 'content'}} messages"
+            )
+        if messages[-1]["role"] != "assistant":
+            raise DataError(f"{where}: the last message must be the assistant's (it is the completion trained on)")
+        prompt, completion = messages[:-1], messages[-1]["content"]
+    else:
+        raise DataError(
+            f"{where} has neither {config.prompt_column!r} and {config.completion_column!r} nor "
+            f"{config.messages_column!r} (columns: {sorted(row)}); set prompt_column/completion_column/messages_column"
+        )
+    if isinstance(prompt, list) and not all(_is_message(m) for m in prompt):
+        raise DataError(f"{where}: chat prompts are lists of {{'role': str, 'content': str}}")
+    if not isinstance(prompt, str | list):
+        raise DataError(f"{where}: the prompt must be a string or chat messages, got {type(prompt).__name__}")
+    if not isinstance(completion, str) or not completion.strip():
+        raise DataError(f"{where}: the completion must be a non-empty string, got {completion!r:.80}")
+    return prompt, completion
+
+
+def _is_message(m: Any) -> bool:
+    return isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+
+
+def encode_rows(
+    rows: Sequence[Mapping[str, Any]],
+    encoder: PromptEncoder,
+    tokenizer: PreTrainedTokenizerBase,
+    eos_token_id: int,
+    config: SFTConfig,
+    source: str,
+) -> list[SFTExample]:
+    """Tokenise every row before training, so a bad row fails now with its number, not mid-run.
+
+    Prompts keep their end under ``max_prompt_length`` (as in ``train``), completions their start under
+    ``max_completion_length``; both cuts are counted in a warning.
+
+    Raises:
+        DataError: what :func:`row_prompt_and_completion` raises, or a prompt the chat template refuses.
+    """
+    examples, cut_prompts, cut_completions = [], 0, 0
+    for i, row in enumerate(rows):
+        where = f"{source} row {i}"
+        prompt, completion = row_prompt_and_completion(row, config, where)
+        try:
+            prompt_ids = encoder.token_ids(prompt)
+        except (ValueError, TypeError, jinja2.TemplateError) as exc:
+            raise DataError(f"{where}: the prompt cannot be rendered: {_first_line(exc)}") from exc
+        completion_ids = [*tokenizer(completion, add_special_tokens=False)["input_ids"], eos_token_id]
+        if config.max_prompt_length is not None and len(prompt_ids) > config.max_prompt_length:
+            prompt_ids, cut_prompts = prompt_ids[-config.max_prompt_length :], cut_prompts + 1
+        if config.max_completion_length is not None and len(completion_ids) > config.max_completion_length:
+            completion_ids, cut_completions = completion_ids[: config.max_completion_length], cut_completions + 1
+        if not prompt_ids:
+            raise DataError(f"{where}: the prompt gives no token")
+        examples.append(SFTExample(prompt_ids, completion_ids))
+    if cut_prompts or cut_completions:
+        logger.warning(
+            "%s: %d prompts lost their start to max_prompt_length=%s and %d completions their end (and EOS) to "
+            "max_completion_length=%s; raise them or set them to null to keep the rows whole",
+            source,
+            cut_prompts,
+            config.max_prompt_length,
+            cut_completions,
+            config.max_completion_length,
+        )
+    return examples
+
+
+def collate(examples: Sequence[SFTExample], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (``IGNORE_INDEX`` off the completion).
+
+    Returns:
+        ``{"input_ids", "attention_mask", "labels"}``, each ``(B, L)`` long, ``L`` the longest prompt + completion.
+    """
+    width = max(len(e.prompt_ids) + len(e.completion_ids) for e in examples)
+    ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)  # (B, L)
+    labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)  # (B, L)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)  # (B, L)
+    for k, e in enumerate(examples):
+        p, n = len(e.prompt_ids), len(e.prompt_ids) + len(e.completion_ids)
+        ids[k, :n] = torch.tensor(e.prompt_ids + e.completion_ids)
+        labels[k, p:n] = torch.tensor(e.completion_ids)
+        mask[k, :n] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def completion_nll(model: PreTrainedModel, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, int, int]:
+    """Summed negative log-likelihood of the completion tokens, their number, and how many the argmax predicts.
+
+    Args:
+        model: a causal LM on the batch's device.
+        batch: what :func:`collate` returns, on that device.
+
+    Returns:
+        ``(nll_sum, num_tokens, num_correct)``: a scalar with grad (nats), and two ints.
+    """
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False).logits
+    logits = logits[:, :-1, :].float()  # (B, L-1, V): position t predicts token t + 1
+    targets = batch["labels"][:, 1:]  # (B, L-1)
+    nll = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE_INDEX, reduction="sum")
+    counted = targets != IGNORE_INDEX  # (B, L-1)
+    correct = (logits.detach().argmax(-1) == targets) & counted
+    return nll, int(counted.sum()), int(correct.sum())
+
+
+@torch.no_grad()
+def evaluate_loss(
+    model: PreTrainedModel,
+    examples: Sequence[SFTExample],
+    pad_token_id: int,
+    batch_size: int,
+    device: torch.device,
+    autocast: Any,
+) -> dict[str, float]:
+    """``eval/loss`` (token-mean completion NLL, nats) and ``eval/token_accuracy`` on held-out rows."""
+    was_training = model.training
+    model.eval()
+    nll, tokens, correct = 0.0, 0, 0
+    try:
+        for lo in range(0, len(examples), batch_size):
+            batch = {k: v.to(device) for k, v in collate(examples[lo : lo + batch_size], pad_token_id).items()}
+            with autocast():
+                s, n, c = completion_nll(model, batch)
+            nll, tokens, correct = nll + float(s), tokens + n, correct + c
+    finally:
+        model.train(was_training)
+    return {"eval/loss": nll / max(tokens, 1), "eval/token_accuracy": correct / max(tokens, 1)}
+
+
+def num_sft_steps(config: SFTConfig, num_rows: int) -> int:
+    """``max_steps``, or enough steps of ``batch_size`` rows for ``num_train_epochs`` passes (rounded up)."""
+    if config.max_steps is not None:
+        return config.max_steps
+    return max(1, math.ceil(config.num_train_epochs * num_rows / config.batch_size))
+
+
+def sft(config: SFTConfig) -> TrainResult:
+    """Fine-tune as ``config`` says and return where the results are.
+
+    Raises:
+        trainer.data.DataError: unusable rows.
+        trainer.config.ConfigError: a model or tokenizer that does not load, or a checkpoint past the last step.
+        FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
+    """
+    # ---------------------------------------------------------------- setup
+    if config.torch_num_threads is not None:
+        torch.set_num_threads(config.torch_num_threads)
+    want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    device = Distributed.from_env().device(want_cuda)  # one process today; the seam train uses
+    use_bf16 = device.type == "cuda" and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
+
+    def autocast() -> contextlib.AbstractContextManager[Any]:
+        return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+
+    _seed_everything(config.seed)
+    output_dir = Path(config.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = (
+        resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
+    )
+    train_rows = read_rows(config.train_data, config.train_split)
+    eval_rows = read_rows(config.eval_data, config.eval_split) if config.eval_data else []
+    tokenizer = _load_tokenizer(config)  # type: ignore[arg-type]  # reads tokenizer_name_or_path, model_name_or_path
+    encoder = PromptEncoder(
+        tokenizer, max_prompt_length=None, apply_chat_template=config.apply_chat_template
+    )  # the prompt is cut below, where the cut is counted
+    model = _load_model(
+        str(checkpoint or config.model_name_or_path),
+        device,
+        False,
+        "resume_from_checkpoint" if checkpoint else "model_name_or_path",
+    )
+    eos = eos_token_ids(model, tokenizer)[0]
+    train_examples = encode_rows(train_rows, encoder, tokenizer, eos, config, config.train_data)
+    eval_examples = encode_rows(eval_rows, encoder, tokenizer, eos, config, config.eval_data or "")
+    model.train()
+    if device.type == "cuda" and config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+    total_steps = num_sft_steps(config, len(train_examples))
+    optimizer, scheduler = build_optimizer(model.parameters(), config, total_steps)
+    start_step = load_training_state(checkpoint, optimizer, scheduler) if checkpoint else 0
+    resume_lr(optimizer, scheduler)
+    if start_step > total_steps:
+        raise ConfigError(f"the run has {total_steps} steps but {checkpoint} is at step {start_step}")
+    metrics_log = MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
+    history: list[dict[str, Any]] = []
+    pad = encoder.pad_token_id
+    micro = config.batch_size // config.gradient_accumulation_steps
+
+    def log(step: int, row: dict[str, Any]) -> None:
+        metrics_log.log(step, row)
+        history.append({"step": step, **row})
+
+    def save(step: int) -> Path:
+        return save_checkpoint(
+            output_dir,
+            step,
+            model=model,
+            tokenizer=tokenizer,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            config=config.to_dict(),
+            save_total_limit=config.save_total_limit,
+            config_file="sft_config.yaml",
+        )
+
+    if eval_examples and start_step == 0:
+        log(0, evaluate_loss(model, eval_examples, pad, config.eval_batch_size, device, autocast))
+
+    # ---------------------------------------------------------------- steps
+    bar = tqdm(total=total_steps, initial=start_step, disable=not config.progress_bar, desc="sft")
+    try:
+        for step in range(start_step, total_steps):
+            step_start = time.perf_counter()
+            rows = [
+                train_examples[i] for i in prompt_indices(step, config.batch_size, len(train_examples), config.seed)
+            ]
+            num_tokens = sum(len(e.completion_ids) for e in rows)  # the step's normaliser: one big batch
+            nll_sum, correct = 0.0, 0
+            for lo in range(0, config.batch_size, micro):
+                batch = {k: v.to(device) for k, v in collate(rows[lo : lo + micro], pad).items()}
+                with autocast():
+                    nll, _, c = completion_nll(model, batch)
+                (nll / num_tokens).backward()
+                nll_sum, correct = nll_sum + float(nll.detach()), correct + c
+            max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+            lr = current_lr(optimizer)  # the rate this update runs at
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            done = step + 1
+            step_s = time.perf_counter() - step_start
+            row: dict[str, Any] = {
+                "loss/sft": nll_sum / num_tokens,
+                "sft/token_accuracy": correct / num_tokens,
+                "sft/completion_tokens": float(num_tokens),
+                "sft/epoch": done * config.batch_size / len(train_examples),
+                "optim/lr": lr,
+                "optim/grad_norm": grad_norm,
+                "timing/step": step_s,
+                "perf/tokens_per_s": sum(len(e.prompt_ids) + len(e.completion_ids) for e in rows) / step_s,
+            }
+            is_last = done == total_steps
+            if eval_examples and (is_last or (config.eval_steps and done % config.eval_steps == 0)):
+                row.update(evaluate_loss(model, eval_examples, pad, config.eval_batch_size, device, autocast))
+            log(done, row)
+            bar.update(1)
+            bar.set_postfix(loss=f"{row['loss/sft']:.3f}")
+            if is_last or (config.save_steps and done % config.save_steps == 0):
+                save(done)
+    finally:
+        bar.close()
+        metrics_log.close()
+    final = output_dir / f"checkpoint-{total_steps}"
+    if checkpoint is not None and start_step == total_steps:
+        final = checkpoint
+    return TrainResult(output_dir=output_dir, checkpoint=final, history=history)
