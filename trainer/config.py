@@ -426,6 +426,8 @@ class SFTConfig:
     """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save GPU memory (CUDA only)."""
+    fsdp: bool = False
+    """With several processes (``torchrun``), shard the model over them with FSDP2 instead of DDP replicas."""
     torch_num_threads: int | None = None
     """CPU threads for torch (``None`` keeps torch's default)."""
 

@@ -15,7 +15,8 @@ the gradient of one big batch.
 
 One step: take ``batch_size`` rows (a fresh permutation per epoch, a function of ``(seed, step)``, so a resume
 continues with the same rows), split them into ``gradient_accumulation_steps`` micro-batches, backward, clip,
-AdamW step. Checkpoints, resume, metrics (``metrics.jsonl``, TensorBoard) and the progress bar are ``train``'s.
+AdamW step. Checkpoints, resume, metrics (``metrics.jsonl``, TensorBoard), the progress bar and several
+processes (``torchrun``: DDP, or FSDP2 with ``fsdp``) are ``train``'s.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.checkpoint import load_training_state, resolve_checkpoint, save_checkpoint
+from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
 from trainer.config import ConfigError, SFTConfig
 from trainer.data import DataError, prompt_indices, read_rows
 from trainer.distributed import Distributed
@@ -164,11 +165,11 @@ def collate(examples: Sequence[SFTExample], pad_token_id: int) -> dict[str, torc
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def completion_nll(model: PreTrainedModel, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, int, int]:
+def completion_nll(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, int, int]:
     """Summed negative log-likelihood of the completion tokens, their number, and how many the argmax predicts.
 
     Args:
-        model: a causal LM on the batch's device.
+        model: a causal LM (or its DDP/FSDP wrapper) on the batch's device.
         batch: what :func:`collate` returns, on that device.
 
     Returns:
@@ -217,22 +218,43 @@ def num_sft_steps(config: SFTConfig, num_rows: int) -> int:
 def sft(config: SFTConfig) -> TrainResult:
     """Fine-tune as ``config`` says and return where the results are.
 
+    Started by ``torchrun`` (or ``accelerate launch``), every process runs this, as for ``train``: each rank takes
+    its contiguous share of the step's rows, gradients are averaged across ranks on the last micro-batch (DDP, or
+    FSDP2 with ``fsdp``), the loss is normalised by the completion tokens of the whole step over all ranks, and
+    rank 0 logs and writes the checkpoints. Held-out loss is computed on every rank over all held-out rows.
+
     Raises:
         trainer.data.DataError: unusable rows.
-        trainer.config.ConfigError: a model or tokenizer that does not load, or a checkpoint past the last step.
+        trainer.config.ConfigError: a model or tokenizer that does not load, a checkpoint past the last step, or a
+            ``batch_size`` that does not split over the processes and micro-batches.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
+    want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    dist = Distributed.from_env(cuda=want_cuda, fsdp=config.fsdp)
+    try:
+        return _sft(config, dist, want_cuda)
+    finally:
+        dist.close()
+
+
+def _sft(config: SFTConfig, dist: Distributed, want_cuda: bool) -> TrainResult:
     # ---------------------------------------------------------------- setup
+    share = config.batch_size // dist.world_size
+    if config.batch_size % dist.world_size or share % config.gradient_accumulation_steps:
+        raise ConfigError(
+            f"batch_size={config.batch_size} must split into {dist.world_size} process(es) x "
+            f"gradient_accumulation_steps={config.gradient_accumulation_steps} equal micro-batches: use a multiple "
+            f"of {dist.world_size * config.gradient_accumulation_steps}"
+        )
     if config.torch_num_threads is not None:
         torch.set_num_threads(config.torch_num_threads)
-    want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-    device = Distributed.from_env().device(want_cuda)  # one process today; the seam train uses
+    device = dist.device(want_cuda)
     use_bf16 = device.type == "cuda" and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
 
     def autocast() -> contextlib.AbstractContextManager[Any]:
         return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
 
-    _seed_everything(config.seed)
+    _seed_everything(dist.seed(config.seed))  # dropout masks differ per rank; the row order is the seed's
     output_dir = Path(config.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = (
@@ -256,66 +278,97 @@ def sft(config: SFTConfig) -> TrainResult:
     model.train()
     if device.type == "cuda" and config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    train_model = dist.wrap(model)  # FSDP shards in place: the optimizer is built on the sharded parameters
 
     total_steps = num_sft_steps(config, len(train_examples))
     optimizer, scheduler = build_optimizer(model.parameters(), config, total_steps)
-    start_step = load_training_state(checkpoint, optimizer, scheduler) if checkpoint else 0
-    resume_lr(optimizer, scheduler)
+    start_step = 0
+    if checkpoint is not None:
+        start_step = load_training_state(
+            checkpoint,
+            optimizer,
+            scheduler,
+            rank=dist.rank,
+            world_size=dist.world_size,
+            load_optimizer_state=lambda state: dist.load_optimizer_state(model, optimizer, state),
+        )
+        resume_lr(optimizer, scheduler)
     if start_step > total_steps:
         raise ConfigError(f"the run has {total_steps} steps but {checkpoint} is at step {start_step}")
-    metrics_log = MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
+    metrics_log = (
+        MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
+        if dist.is_main
+        else None
+    )
     history: list[dict[str, Any]] = []
     pad = encoder.pad_token_id
-    micro = config.batch_size // config.gradient_accumulation_steps
+    micro = share // config.gradient_accumulation_steps
 
     def log(step: int, row: dict[str, Any]) -> None:
-        metrics_log.log(step, row)
+        if metrics_log is not None:
+            metrics_log.log(step, row)
         history.append({"step": step, **row})
 
     def save(step: int) -> Path:
-        return save_checkpoint(
-            output_dir,
-            step,
-            model=model,
-            tokenizer=tokenizer,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            config=config.to_dict(),
-            save_total_limit=config.save_total_limit,
-            config_file="sft_config.yaml",
-        )
+        rng = rng_state()
+        rng_ranks = dist.gather_objects([rng]) if dist.is_distributed else None
+        model_state = dist.full_state_dict(model)
+        optimizer_state = dist.optimizer_state(model, optimizer)
+        path = output_dir / f"checkpoint-{step}"
+        if dist.is_main:
+            path = save_checkpoint(
+                output_dir,
+                step,
+                model=model,
+                tokenizer=tokenizer,
+                optimizer=optimizer,
+                scheduler=scheduler,
+                config=config.to_dict(),
+                save_total_limit=config.save_total_limit,
+                rng=rng,
+                rng_ranks=rng_ranks,
+                model_state_dict=model_state,
+                optimizer_state=optimizer_state,
+                config_file="sft_config.yaml",
+            )
+        dist.barrier()
+        return path
 
     if eval_examples and start_step == 0:
         log(0, evaluate_loss(model, eval_examples, pad, config.eval_batch_size, device, autocast))
 
     # ---------------------------------------------------------------- steps
-    bar = tqdm(total=total_steps, initial=start_step, disable=not config.progress_bar, desc="sft")
+    bar = tqdm(total=total_steps, initial=start_step, disable=not (config.progress_bar and dist.is_main), desc="sft")
     try:
         for step in range(start_step, total_steps):
             step_start = time.perf_counter()
             rows = [
                 train_examples[i] for i in prompt_indices(step, config.batch_size, len(train_examples), config.seed)
             ]
-            num_tokens = sum(len(e.completion_ids) for e in rows)  # the step's normaliser: one big batch
+            num_tokens = sum(len(e.completion_ids) for e in rows)  # the step's normaliser: one big batch, all ranks
+            mine = rows[dist.shard(len(rows))]
             nll_sum, correct = 0.0, 0
-            for lo in range(0, config.batch_size, micro):
-                batch = {k: v.to(device) for k, v in collate(rows[lo : lo + micro], pad).items()}
-                with autocast():
-                    nll, _, c = completion_nll(model, batch)
-                (nll / num_tokens).backward()
+            for k, lo in enumerate(range(0, share, micro)):
+                batch = {key: v.to(device) for key, v in collate(mine[lo : lo + micro], pad).items()}
+                with dist.grad_sync(train_model, sync=k == config.gradient_accumulation_steps - 1):
+                    with autocast():
+                        nll, _, c = completion_nll(train_model, batch)
+                    # DDP and FSDP average the ranks' gradients: times world_size gives the sum over all rows
+                    (nll * dist.world_size / num_tokens).backward()
                 nll_sum, correct = nll_sum + float(nll.detach()), correct + c
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+            grad_norm = dist.full_norm(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
             lr = current_lr(optimizer)  # the rate this update runs at
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
+            totals = dist.sum(torch.tensor([nll_sum, float(correct)], dtype=torch.float64))
 
             done = step + 1
             step_s = time.perf_counter() - step_start
             row: dict[str, Any] = {
-                "loss/sft": nll_sum / num_tokens,
-                "sft/token_accuracy": correct / num_tokens,
+                "loss/sft": float(totals[0]) / num_tokens,
+                "sft/token_accuracy": float(totals[1]) / num_tokens,
                 "sft/completion_tokens": float(num_tokens),
                 "sft/epoch": done * config.batch_size / len(train_examples),
                 "optim/lr": lr,
@@ -333,7 +386,8 @@ def sft(config: SFTConfig) -> TrainResult:
                 save(done)
     finally:
         bar.close()
-        metrics_log.close()
+        if metrics_log is not None:
+            metrics_log.close()
     final = output_dir / f"checkpoint-{total_steps}"
     if checkpoint is not None and start_step == total_steps:
         final = checkpoint

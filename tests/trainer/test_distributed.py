@@ -42,7 +42,7 @@ def _params(path: Path) -> dict[str, torch.Tensor]:
 def two_ranks(tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every case of ``dist_cases`` trained on 2 gloo ranks; returns the output root."""
     out = tmp_path_factory.mktemp("two_ranks")
-    names = [*dist_cases.CASES, "resume", "failure"]
+    names = [*dist_cases.CASES, *dist_cases.SFT_CASES, "resume", "failure"]
     env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     args = ["-m", "tests.trainer.dist_cases", str(tiny_model_dir), str(prompt_files[0]), str(out), *names]
@@ -71,6 +71,29 @@ def test_two_ranks_make_the_update_of_one_process(
         assert b[key] == pytest.approx(a[key], rel=1e-6), key
     for key in ("loss/policy", "optim/grad_norm", "policy/entropy"):
         assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-7), key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(dist_cases.SFT_CASES))
+def test_sft_on_two_ranks_makes_the_updates_of_one_process(
+    two_ranks: Path, tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, case: str
+) -> None:
+    """Each rank trains on its half of the step's rows and the loss is normalised by all ranks' completion tokens,
+    so 3 steps on 2 ranks (DDP or FSDP2) equal 3 steps in one process."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in dist_cases.sft_rows(prompt_files[0])))
+    one = dist_cases.run_sft_case(case, tiny_model_dir, data, tmp_path)
+    two_history = json.loads((two_ranks / case / "history.json").read_text())
+    start = _params(tiny_model_dir)
+    one_params, two_params = _params(one.checkpoint), _params(two_ranks / case / "checkpoint-3")
+    for name, before in start.items():
+        torch.testing.assert_close(two_params[name] - before, one_params[name] - before, rtol=1e-3, atol=1e-6)
+    assert any(bool((one_params[n] != start[n]).any()) for n in start)
+    assert [r["step"] for r in two_history] == [0, 1, 2, 3]
+    for a, b in zip(one.history, two_history, strict=True):
+        for key in ("loss/sft", "sft/token_accuracy", "sft/completion_tokens", "eval/loss"):
+            if key in a:
+                assert b[key] == pytest.approx(a[key], rel=1e-5), (a["step"], key)
 
 
 @pytest.mark.slow
