@@ -68,6 +68,8 @@ class CodeAccuracyParams(BaseModel):
 
 
 class _Program(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelled field (`stdinn`) is a 422, never a silent default
+
     language: LanguageName = Field(
         description="`python` or `cpp` (aliases: python3, py, c++, cxx, cc).", examples=["python"]
     )

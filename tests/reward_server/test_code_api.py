@@ -471,3 +471,25 @@ print(sorted(os.environ))
         body = http.post("/v1/code/run", json={"language": "python", "code": code}).json()
     assert body["stdout"].splitlines()[0].startswith("refused"), body
     assert "CANARY" not in body["stdout"] and canary not in body["stdout"]
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("/v1/code/run", {"language": "python", "code": "print(input())", "stdinn": "hello\n"}, "stdinn"),
+        (
+            "/v1/code/test",
+            {"language": "python", "code": "x = 1", "tests": {"type": "stdio", "cases": []}, "earlystop": True},
+            "earlystop",
+        ),
+    ],
+    ids=["run", "test"],
+)
+def test_unknown_request_fields_of_the_code_routes_are_422(route: str, body: dict[str, Any], field: str) -> None:
+    """A misspelt `stdin` ran the program on empty stdin (runtime_error, 200); every other route refused it."""
+    app = create_app(settings("local", sandbox_pool_size=1))
+    with TestClient(app) as c:
+        r = c.post(route, json=body)
+        assert r.status_code == 422, r.text
+        [named] = [d for d in r.json()["detail"] if d["loc"][-1] == field]
+        assert named["loc"] == ["body", field] and named["type"] == "extra_forbidden"
