@@ -26,7 +26,8 @@ stime_s, maxrss_kb, spawn_error)``.
 kill (the OOM killer of the host or container, an operator's ``kill``), and only the second is an infrastructure
 failure (``sandbox_error``, a null reward), never a wrong answer. So that the runner can tell them apart, each job
 gets a seccomp filter (:func:`_guard`) under which its processes cannot send SIGKILL or SIGTERM to the job's main
-process (``kill``, ``tgkill``, ``rt_sigqueueinfo`` ... to its pid, its group, 0 or -1; ``tkill`` and
+process or to this launcher (``kill``, ``tgkill``, ``rt_sigqueueinfo`` ... to either pid, either group, 0 or -1;
+``tkill`` and
 ``pidfd_send_signal`` with those signals to anyone) nor have the kernel do it for them (``ptrace``, a lower
 ``RLIMIT_CPU``, a POSIX timer or message-queue notification with a signal of their choosing, ``F_SETSIG``). The
 calls fail with EPERM; everything else, signals to the job's own children included, is untouched. Syscalls of a
@@ -36,7 +37,10 @@ at start that the filter can be installed here (``("ready", pid, guarded)``); wh
 candidate (the Python harness's worker) the same way.
 
 The launcher is non-dumpable, so a job (same uid) cannot ptrace it or read its memory to tamper with the
-jobs after it; a job can only kill it, and then the runner adopts the job and starts a new launcher.
+jobs after it; a job can only kill it with another signal or stop it (the program's doing: ``runtime_error``),
+and then the runner adopts the job and starts a new launcher. A guarded job cannot send the launcher SIGKILL or
+SIGTERM, so a launcher that dies of one of those came from outside (the OOM killer, an operator): the runner
+reports it, and the job is ``sandbox_error``, as for the main process.
 """
 
 import sys
@@ -65,6 +69,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 _TRUSTED_CODE: dict[bytes, object] = {}  # source -> code of the trusted scripts seen so far
 _TRUSTED_CACHE_SIZE = 4
 _GUARDED = False  # set at start: can jobs get the kill guard here?
+_LAUNCHER = (0, 0)  # set at start: this launcher's pid and process group, which the guard protects too
 
 
 # ------------------------------------------------------------------------------------------------ the kill guard
@@ -101,16 +106,20 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _guard_program(pid):
+def _guard_program(pid, launcher=(0, 0)):
     """The classic-BPF program of the guard for the job whose main process is ``pid``, as (code, jt, jf, k)
-    tuples; ``None`` on an architecture it does not know. Jumps go to labels, resolved below (BPF jumps
-    forward only, so every block that ends in a verdict jumps to the verdicts at the end)."""
+    tuples; ``None`` on an architecture it does not know. ``launcher`` is ``(pid, process group)`` of the
+    launcher, protected the same way (``(0, 0)``: none). Jumps go to labels, resolved below (BPF jumps forward
+    only, so every block that ends in a verdict jumps to the verdicts at the end)."""
     machine = os.uname().machine
     if machine not in _SYSCALLS:
         return None
     nr = _SYSCALLS[machine]
     arg = lambda i, high=False: 16 + 8 * i + (4 if high else 0)  # noqa: E731  (little-endian seccomp_data)
     me, group = pid & 0xFFFFFFFF, (-pid) & 0xFFFFFFFF
+    # The launcher's pid and group, or the job's own again (a repeated test changes nothing) when there is none.
+    parent = (launcher[0] or pid) & 0xFFFFFFFF
+    parent_group = (-(launcher[1] or pid)) & 0xFFFFFFFF
     ld = lambda offset: ("ld", offset)  # noqa: E731
     jeq = lambda k, yes=None, no=None: ("jeq", k, yes, no)  # noqa: E731  (None: the next instruction)
     ops = [ld(4), jeq(_AUDIT_ARCH[machine], None, "enosys"), ld(0)]
@@ -130,15 +139,16 @@ def _guard_program(pid):
         jeq(nr["mq_notify"], "ptr1"),
         jeq(nr["fcntl"], "fcntl"),
         ("ret", _RET_ALLOW),
-        # kill(pid, sig): a guarded signal to the main process, its group, our group (0) or everyone (-1)
+        # kill(pid, sig): a guarded signal to the main process, its group, the launcher, its group, our group (0)
+        # or everyone (-1)
         ("label", "kill"), ld(arg(1)), jeq(9, "kill_pid"), jeq(15, "kill_pid", "allow"),
         ("label", "kill_pid"), ld(arg(0)), jeq(me, "deny"), jeq(0, "deny"), jeq(group, "deny"),
-        jeq(0xFFFFFFFF, "deny", "allow"),
+        jeq(parent, "deny"), jeq(parent_group, "deny"), jeq(0xFFFFFFFF, "deny", "allow"),
         # tgkill(tgid, tid, sig), rt_tgsigqueueinfo(tgid, tid, sig, info): to the main process
         ("label", "tg"), ld(arg(2)), jeq(9, "pid0"), jeq(15, "pid0", "allow"),
         # rt_sigqueueinfo(tgid, sig, info)
         ("label", "rtq"), ld(arg(1)), jeq(9, "pid0"), jeq(15, "pid0", "allow"),
-        ("label", "pid0"), ld(arg(0)), jeq(me, "deny", "allow"),
+        ("label", "pid0"), ld(arg(0)), jeq(me, "deny"), jeq(parent, "deny", "allow"),
         # tkill(tid, sig), pidfd_send_signal(fd, sig, ...): the target is not known here, so to anyone
         ("label", "sig1"), ld(arg(1)), jeq(9, "deny"), jeq(15, "deny", "allow"),
         # setrlimit(RLIMIT_CPU, ...), prlimit64(pid, RLIMIT_CPU, new != NULL, ...): a CPU limit of one's own
@@ -181,7 +191,7 @@ def _guard_program(pid):
 def _guard(pid=None):
     """Install the kill guard for the main process ``pid`` (default: this process) on this process and all it
     starts. Returns False where this architecture has none; raises OSError where the kernel refuses it."""
-    program = _guard_program(os.getpid() if pid is None else pid)
+    program = _guard_program(os.getpid() if pid is None else pid, _LAUNCHER)
     if program is None:
         return False
     filters = (_SockFilter * len(program))(*program)
@@ -392,7 +402,8 @@ def main():
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     # Move everything alive now out of the collector's sight: a job's collections then do not touch (and
     # so copy-on-write) the launcher's objects. Halves the page faults of a small job.
-    global _GUARDED
+    global _GUARDED, _LAUNCHER
+    _LAUNCHER = (os.getpid(), os.getpgid(0))
     _GUARDED = _guard_works()
     gc.collect()
     gc.freeze()

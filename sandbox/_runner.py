@@ -458,6 +458,7 @@ class Runner:
         next_sample = start + min(_SAMPLE_MAX_S, cpu_limit / _CPUS)
         exited = None  # (wait status, utime, stime, maxrss, spawn error) once the launcher reports the exit
         adopted = False  # the launcher died (the job killed it): the job is now our child to wait for
+        launcher_signal = None  # the signal the launcher died of, when this runner did not send it
         timed_out = None  # why the run was ended: "cpu", "idle" or "wall"
         while exited is None:
             now = time.monotonic()
@@ -507,6 +508,7 @@ class Runner:
                     exited = launcher.receive(0)[1:]
                 except EOFError:
                     adopted = True
+                    launcher_signal = _death_signal(launcher.pid)
                     self._drop_launcher()
         end = time.monotonic()
         if exited is None:  # timed out: kill its group now, the rest of the namespace below
@@ -564,6 +566,8 @@ class Runner:
             # A job that killed the launcher fails (its own exit status may be lost with the launcher),
             # and its sandbox is replaced as if it had left a process behind.
             "launcher_killed": adopted,
+            # ... of SIGKILL or SIGTERM, which a guarded job cannot send it: from outside (see _launcher.py).
+            "launcher_killed_outside": guarded and launcher_signal in (signal.SIGKILL, signal.SIGTERM),
             "leftover": left or adopted,
             "clean": gone,
             "spawn_error": spawn_error,
@@ -574,6 +578,22 @@ def _stopped(pid):
     """Is ``pid`` stopped (SIGSTOP, SIGTSTP) or traced?"""
     fields = _stat_fields(pid)
     return bool(fields) and fields[0] in (b"T", b"t")
+
+
+def _death_signal(pid, timeout_s=1.0):
+    """The signal that ended this runner's child ``pid`` (reaping it), or ``None``: it exited, or is not reapable
+    within ``timeout_s`` (another reaper took it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if got == pid:
+            return os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.001)
 
 
 def _wait_adopted(pid, block):

@@ -191,6 +191,15 @@ def result_from_runner(answer: Mapping[str, Any], argv: Sequence[str], limits: L
     reusable = True
     if spawn_error:
         status, detail = Status.SANDBOX_ERROR, f"could not start {argv[0]!r}: {spawn_error}"
+    elif answer.get("launcher_killed_outside"):
+        # The job cannot send its launcher SIGKILL or SIGTERM (the kill guard): the OOM killer or an operator did.
+        status, detail = (
+            Status.SANDBOX_ERROR,
+            (
+                "the sandbox's process launcher (the program's parent) was killed from outside the sandbox (the host's "
+                "out-of-memory killer or an operator); no verdict on the program"
+            ),
+        )
     elif answer.get("launcher_killed"):
         status, detail = Status.RUNTIME_ERROR, "killed or stopped the sandbox's process launcher (its parent)"
     elif answer["timed_out"] == "wall":

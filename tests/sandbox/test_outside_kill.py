@@ -26,6 +26,11 @@ SELF_KILLS = {
     "a POSIX timer": "timer()",
     "ptrace": "ptrace()",
     "a child kills its parent": "child_kills_parent()",
+    # The launcher (the main process's parent) is guarded too: its death by SIGKILL or SIGTERM means an outside kill.
+    "kill(getppid(), SIGKILL): the launcher": "os.kill(os.getppid(), signal.SIGKILL)",
+    "kill(getppid(), SIGTERM): the launcher": "os.kill(os.getppid(), signal.SIGTERM)",
+    "killpg(the launcher's group)": "os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)",
+    "rt_sigqueueinfo to the launcher": "queue_to_launcher()",
 }
 PRELUDE = """
 import ctypes, os, signal, sys, threading
@@ -48,6 +53,11 @@ def lower_cpu_limit():  # setrlimit(RLIMIT_CPU, {1, 1}); Python's resource modul
 def ptrace():
     if libc.ptrace(0, 0, 0, 0) != 0:  # PTRACE_TRACEME
         raise OSError(ctypes.get_errno(), "ptrace")
+
+def queue_to_launcher():  # rt_sigqueueinfo(ppid, SIGKILL, &info): a queued signal to the launcher
+    info = (ctypes.c_int * 32)(9, 0, -1)  # si_signo, si_errno, si_code SI_QUEUE
+    if libc.syscall(129 if os.uname().machine == "x86_64" else 138, os.getppid(), 9, ctypes.byref(info)) != 0:
+        raise OSError(ctypes.get_errno(), "rt_sigqueueinfo")
 
 def child_kills_parent():
     pid = os.fork()
@@ -122,6 +132,21 @@ async def test_a_program_killed_from_outside_is_sandbox_error(sandbox: Sandbox, 
     assert "from outside the sandbox" in (result.detail or "")
 
 
+async def test_the_launcher_killed_from_outside_is_sandbox_error(sandbox: Sandbox) -> None:
+    """The program's parent, the warm launcher, killed by the host (a fresh-user report: this was scored 0.0,
+    ``runtime_error``, as if the program had killed it)."""
+    marker = f"43.{os.getpid() % 1000}"
+    code = f"import os\nos.execv('/bin/sleep', ['sleep', '{marker}'])\n"
+    run = asyncio.ensure_future(run_program(sandbox, "python", code, limits=Limits(time_s=20)))
+    await _kill_when_up(marker, signal.SIGKILL, parent=True)
+    result = await run
+    assert result.status is Status.SANDBOX_ERROR, result.detail
+    assert "launcher" in (result.detail or "") and "from outside the sandbox" in (result.detail or "")
+    assert result.status.is_infrastructure  # a null reward, never a 0
+    later = await run_program(sandbox, "python", "print(6)")  # a new launcher serves the next job
+    assert later.run is not None and later.run.stdout == b"6\n"
+
+
 @pytest.mark.parametrize("parent", [False, True], ids=["the program", "the harness's checker"])
 async def test_a_harness_killed_from_outside_is_sandbox_error(sandbox: Sandbox, parent: bool) -> None:
     # The harness's worker turns into `sleep` when it loads the program; kill it, or the checker that forked it.
@@ -169,6 +194,16 @@ def _answer(**overrides: object) -> dict[str, object]:
         ({"host_oom": True, "rss_peak_kb": 600 * 1024}, Status.MEMORY_LIMIT, "its processes held 600 MiB of 512"),
         ({"oom_killed": True}, Status.MEMORY_LIMIT, "the sandbox's own cgroup ran out"),
         ({"timed_out": "cpu", "cpu_s": 5.1}, Status.TIMEOUT, "the runner's own kill"),
+        (
+            {"launcher_killed": True, "launcher_killed_outside": True, "signal": None, "exit_code": 0},
+            Status.SANDBOX_ERROR,
+            "the launcher died of a signal the guarded program cannot send it",
+        ),
+        (
+            {"launcher_killed": True, "signal": None, "exit_code": 0},
+            Status.RUNTIME_ERROR,
+            "the program killed (or stopped) its launcher with another signal",
+        ),
     ],
 )
 def test_how_a_killed_run_is_classified(overrides: dict[str, object], status: Status, reason: str) -> None:
