@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import torch
 import torch.utils.checkpoint
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.distributed import unwrap
 from trainer.grpo import entropy_from_logits, sampling_support, token_log_probs
@@ -357,6 +357,24 @@ def decode_completions(
         str(tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True))
         for row, n in zip(completion_ids, completion_mask.sum(-1), strict=True)
     ]
+
+
+@dataclass(frozen=True)
+class SavedModel:
+    """A model directory as :func:`eos_token_ids` reads it (its ``generation_config``), without loading weights.
+
+    Attributes:
+        path: a ``save_pretrained`` directory or a hub id.
+    """
+
+    path: str
+
+    @property
+    def generation_config(self) -> Any:
+        try:
+            return GenerationConfig.from_pretrained(self.path)
+        except OSError:  # no generation_config.json: the model config's EOS
+            return GenerationConfig.from_model_config(AutoConfig.from_pretrained(self.path))
 
 
 def eos_token_ids(model: Any, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:

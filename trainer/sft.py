@@ -38,12 +38,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
 from trainer.config import ConfigError, SFTConfig
-from trainer.data import DataError, prompt_indices, read_rows
+from trainer.data import DataError, prompt_indices, read_named_rows
 from trainer.distributed import Distributed
 from trainer.metrics import MetricsLogger
 from trainer.optim import build_optimizer, current_lr, resume_lr
-from trainer.rollout import PromptEncoder, eos_token_ids
-from trainer.train import TrainResult, _first_line, _load_model, _load_tokenizer, _seed_everything
+from trainer.rollout import PromptEncoder, SavedModel, eos_token_ids
+from trainer.train import TrainResult, _check_local, _first_line, _load_model, _load_tokenizer, _seed_everything
 
 logger = logging.getLogger("trainer")
 
@@ -109,8 +109,12 @@ def encode_rows(
     eos_token_id: int,
     config: SFTConfig,
     source: str,
+    names: Sequence[str] | None = None,
 ) -> list[SFTExample]:
     """Tokenise every row before training, so a bad row fails now with its number, not mid-run.
+
+    ``names`` says where each row is (``data.jsonl:3``, as :func:`trainer.data.read_named_rows` gives it); by
+    default ``{source} row {i}``, counted from 1.
 
     Prompts keep their end under ``max_prompt_length`` (as in ``train``), completions their start under
     ``max_completion_length``; both cuts are counted in a warning.
@@ -120,7 +124,7 @@ def encode_rows(
     """
     examples, cut_prompts, cut_completions = [], 0, 0
     for i, row in enumerate(rows):
-        where = f"{source} row {i}"
+        where = names[i] if names is not None else f"{source} row {i + 1}"
         prompt, completion = row_prompt_and_completion(row, config, where)
         try:
             prompt_ids = encoder.token_ids(prompt)
@@ -260,21 +264,20 @@ def _sft(config: SFTConfig, dist: Distributed, want_cuda: bool) -> TrainResult:
     checkpoint = (
         resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
     )
-    train_rows = read_rows(config.train_data, config.train_split)
-    eval_rows = read_rows(config.eval_data, config.eval_split) if config.eval_data else []
+    train_rows, train_names = read_named_rows(config.train_data, config.train_split)
+    eval_rows, eval_names = read_named_rows(config.eval_data, config.eval_split) if config.eval_data else ([], [])
     tokenizer = _load_tokenizer(config)  # type: ignore[arg-type]  # reads tokenizer_name_or_path, model_name_or_path
     encoder = PromptEncoder(
         tokenizer, max_prompt_length=None, apply_chat_template=config.apply_chat_template
     )  # the prompt is cut below, where the cut is counted
-    model = _load_model(
-        str(checkpoint or config.model_name_or_path),
-        device,
-        False,
-        "resume_from_checkpoint" if checkpoint else "model_name_or_path",
-    )
-    eos = eos_token_ids(model, tokenizer)[0]
-    train_examples = encode_rows(train_rows, encoder, tokenizer, eos, config, config.train_data)
-    eval_examples = encode_rows(eval_rows, encoder, tokenizer, eos, config, config.eval_data or "")
+    model_path = str(checkpoint or config.model_name_or_path)
+    option = "resume_from_checkpoint" if checkpoint else "model_name_or_path"
+    _check_local(model_path, option, "a causal LM")
+    # Every row is checked before the model loads: a bad row should not cost the loading first.
+    eos = eos_token_ids(SavedModel(model_path), tokenizer)[0]
+    train_examples = encode_rows(train_rows, encoder, tokenizer, eos, config, config.train_data, train_names)
+    eval_examples = encode_rows(eval_rows, encoder, tokenizer, eos, config, config.eval_data or "", eval_names)
+    model = _load_model(model_path, device, False, option)
     model.train()
     if device.type == "cuda" and config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -136,8 +136,9 @@ def _check_local(path: str, option: str, what: str) -> None:
         why = "is a file, not a model directory" if local.exists() else "no such directory"
         raise ConfigError(
             f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
-            f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py "
-            "--warmup-steps 20 --threads 1` makes a small local model in examples/arithmetic/runs/sft"
+            f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py` "
+            "makes a small local model in examples/arithmetic/runs/base, and `python -m trainer sft --config "
+            "examples/arithmetic/sft.yaml --set max_steps=20` its cold start in examples/arithmetic/runs/sft"
         )
 
 
@@ -1103,6 +1104,8 @@ def end_step(run: Run, start: StepStart, row: dict[str, Any]) -> None:
                 evaluate(run.backend, run.eval_rows, run.scorer, config, f"{run.run_name}-eval{done}", run.dist, length)
             )
         row["timing/eval"] = start.timer.seconds["eval"]
+        if run.dist.is_main:
+            logger.info("step %d: eval pass@1 %.3f", done, row["eval/pass@1"])
     log_metrics(run, done, row)
     if is_last or (config.save_steps and done % config.save_steps == 0):
         save(run, done)

@@ -42,13 +42,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoConfig, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.rollout import (
     Prompt,
     PromptEncoder,
     RolloutBatch,
     SamplingParams,
+    SavedModel,
     decode_completions,
     eos_token_ids,
 )
@@ -145,7 +146,7 @@ class VLLMBackend:
             tokenizer, max_prompt_length=max_prompt_length, apply_chat_template=apply_chat_template
         )
         self.pad_token_id = self.prompts.pad_token_id
-        self.eos_token_ids = eos_token_ids(model if model is not None else _Checkpoint(options.model_path), tokenizer)
+        self.eos_token_ids = eos_token_ids(model if model is not None else SavedModel(options.model_path), tokenizer)
         self._device = next(model.parameters()).device if model is not None else torch.device("cpu")
         self.sync_tolerance = sync_tolerance
         self._weights: WeightSource | None = weights or (None if model is None else (lambda: _named_tensors(model)))
@@ -290,20 +291,6 @@ class VLLMBackend:
         del self.llm
         destroy_model_parallel()
         destroy_distributed_environment()
-
-
-@dataclass(frozen=True)
-class _Checkpoint:
-    """What :func:`trainer.rollout.eos_token_ids` reads of a model, from a checkpoint directory without loading it."""
-
-    path: str
-
-    @property
-    def generation_config(self) -> Any:
-        try:
-            return GenerationConfig.from_pretrained(self.path)
-        except OSError:  # no generation_config.json: the model config's EOS
-            return GenerationConfig.from_model_config(AutoConfig.from_pretrained(self.path))
 
 
 def _named_tensors(model: torch.nn.Module) -> Iterable[tuple[str, torch.Tensor]]:

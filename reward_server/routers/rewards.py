@@ -14,7 +14,7 @@ from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_code_limits, check_text_lengths
 from reward_server.schemas.rewards import RewardResult, RewardsRequest, RewardsResponse
 from reward_server.settings import Settings
-from reward_server.step_rewards import with_request_steps
+from reward_server.step_rewards import check_steps, with_request_steps
 
 router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 
@@ -65,6 +65,9 @@ async def score_request(
             errors += check_code_limits(settings, tests=item.tests.to_spec(), loc=("body", "items", i))
     if errors:
         raise RequestValidationError(errors)
+    if request.steps is not None and (problem := check_steps(request.steps, scoring.models)) is not None:
+        # Named where it was sent: the request's own `steps`, not the first item that inherits it.
+        raise RequestValidationError([{"loc": ("body", "steps", "component"), "msg": problem, "type": "value_error"}])
     items = with_request_steps(request.items, request.steps)
     try:
         resolved = validate_batch(items, request.components, request.preset, scoring.models)

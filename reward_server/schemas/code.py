@@ -38,6 +38,7 @@ class CodeLimits(BaseModel):
     time_s: float | None = Field(
         None,
         gt=0,
+        allow_inf_nan=False,  # NaN would read as "should be greater than 0"; infinity is no limit at all
         description="CPU-time limit per run / test case, in seconds (all the program's processes). A run that "
         "uses no CPU (asleep, blocked) ends after this + 0.5 s of wall-clock time not spent waiting for a CPU.",
     )

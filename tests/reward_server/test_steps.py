@@ -149,3 +149,8 @@ def test_a_bad_steps_request_is_a_422_naming_the_field(client: TestClient, steps
     r = client.post("/v1/rewards", json=body)
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"] == loc
+    # The same at the request's level is named there, not at the first item that inherits it.
+    body = {"items": [{"id": "a", "response": "1 + 1 = 2", "ground_truth": "2"}], "steps": steps}
+    r = client.post("/v1/rewards", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", *loc[3:]]

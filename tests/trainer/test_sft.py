@@ -127,7 +127,7 @@ def test_bad_rows_are_named(tiny_model_dir: Path, tmp_path: Path, row: dict[str,
     cfg = _config(tiny_model_dir, tmp_path / "unused.jsonl", tmp_path / "out")
     with pytest.raises(DataError, match=message) as err:
         encode_rows([_rows(1)[0], row], PromptEncoder(tokenizer), tokenizer, 0, cfg, "data.jsonl")
-    assert "data.jsonl row 1" in str(err.value)
+    assert "data.jsonl row 2" in str(err.value)  # the second row, counted from 1 as train counts them
 
 
 def test_long_prompts_keep_their_end_and_long_completions_their_start(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -243,6 +243,7 @@ def test_the_command_line(tiny_model_dir: Path, sft_data: Path, tmp_path: Path) 
     bad.write_text(json.dumps({"prompt": "q"}) + "\n")
     result = CliRunner().invoke(app, ["sft", "--config", str(config), "--set", f"train_data={bad}"])
     assert result.exit_code == 1
-    assert "data error:" in result.output and "row 0 has a 'prompt' but no 'completion'" in result.output
+    # Named by its line, as train names rows; and found before the model loads (no weight-loading output first).
+    assert result.output.startswith(f"data error: {bad}:1 has a 'prompt' but no 'completion'"), result.output
     result = CliRunner().invoke(app, ["fields", "sft"])
     assert result.exit_code == 0 and "completion_column" in result.output and "num_generations" not in result.output
