@@ -30,6 +30,9 @@ import torch
 import yaml
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.distributed import Distributed
+from trainer.optim import resume_lr
+
 logger = logging.getLogger("trainer")
 STATE_FILE = "trainer_state.pt"
 LOOP_STATE_FILE = "loop_state.json"
@@ -200,3 +203,67 @@ def load_training_state(
         np.random.seed(seed)
         torch.manual_seed(seed)
     return int(state["step"])
+
+
+def save_on_ranks(
+    dist: Distributed,
+    output_dir: Path,
+    step: int,
+    *,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    rng: dict[str, Any] | None = None,
+    ref_model: Any = None,
+    **fields: Any,
+) -> Path:
+    """:func:`save_checkpoint` from every rank: FSDP gathers the weights (``model``'s and ``ref_model``'s) and the
+    optimizer state, each rank's RNG state is gathered, rank 0 writes, and all wait until it has.
+
+    Args:
+        dist: this process among the training processes (one process: it writes).
+        rng: this rank's RNG state to store; ``None`` stores the current one.
+        ref_model: the reference model to store (``ref_model/``), or ``None``.
+        fields: the other arguments of :func:`save_checkpoint` (tokenizer, scheduler, config, ...).
+
+    Returns:
+        The checkpoint directory (on every rank).
+    """
+    rng = rng if rng is not None else rng_state()
+    rng_ranks = dist.gather_objects([rng]) if dist.is_distributed else None
+    model_state = dist.full_state_dict(model)
+    optimizer_state = dist.optimizer_state(model, optimizer)
+    ref_state = dist.full_state_dict(ref_model) if ref_model is not None else None
+    path = output_dir / f"checkpoint-{step}"
+    if dist.is_main:
+        path = save_checkpoint(
+            output_dir,
+            step,
+            model=model,
+            optimizer=optimizer,
+            rng=rng,
+            rng_ranks=rng_ranks,
+            model_state_dict=model_state,
+            optimizer_state=optimizer_state,
+            ref_model=ref_model,
+            ref_state_dict=ref_state,
+            **fields,
+        )
+    dist.barrier()
+    return path
+
+
+def restore_on_ranks(
+    dist: Distributed, checkpoint: Path, model: Any, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> int:
+    """:func:`load_training_state` on this rank (its own RNG state; FSDP's optimizer loader), then the rate of the
+    next update from this run's schedule (:func:`trainer.optim.resume_lr`). Returns the step it was saved at."""
+    step = load_training_state(
+        checkpoint,
+        optimizer,
+        scheduler,
+        rank=dist.rank,
+        world_size=dist.world_size,
+        load_optimizer_state=lambda state: dist.load_optimizer_state(model, optimizer, state),
+    )
+    resume_lr(optimizer, scheduler)
+    return step

@@ -45,6 +45,12 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
 
+    @classmethod
+    def from_config(cls, config: Any) -> SamplingParams:
+        """A config's sampling knobs (``max_completion_length``, ``temperature``, ``top_p``, ``top_k``), as
+        ``train`` and ``sample`` have them."""
+        return cls(config.max_completion_length, config.temperature, config.top_p, config.top_k)
+
 
 @dataclass(frozen=True)
 class RolloutBatch:

@@ -259,12 +259,7 @@ def sample(
         backend = TransformersBackend(
             model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
         )
-    sampling = SamplingParams(
-        max_new_tokens=config.max_completion_length,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
-    )
+    sampling = SamplingParams.from_config(config)
     own_scorer = scorer is None
     if scorer is None:
         scorer = RewardScorer.from_config(config)

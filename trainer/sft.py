@@ -36,12 +36,12 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.checkpoint import load_training_state, resolve_checkpoint, rng_state, save_checkpoint
+from trainer.checkpoint import resolve_checkpoint, restore_on_ranks, save_on_ranks
 from trainer.config import ConfigError, SFTConfig
 from trainer.data import DataError, prompt_indices, read_named_rows
 from trainer.distributed import Distributed
 from trainer.metrics import MetricsLogger
-from trainer.optim import build_optimizer, current_lr, resume_lr
+from trainer.optim import build_optimizer, current_lr
 from trainer.rollout import PromptEncoder, SavedModel, eos_token_ids
 from trainer.train import TrainResult, _check_local, _first_line, _load_model, _load_tokenizer, _seed_everything
 
@@ -285,17 +285,7 @@ def _sft(config: SFTConfig, dist: Distributed, want_cuda: bool) -> TrainResult:
 
     total_steps = num_sft_steps(config, len(train_examples))
     optimizer, scheduler = build_optimizer(model.parameters(), config, total_steps)
-    start_step = 0
-    if checkpoint is not None:
-        start_step = load_training_state(
-            checkpoint,
-            optimizer,
-            scheduler,
-            rank=dist.rank,
-            world_size=dist.world_size,
-            load_optimizer_state=lambda state: dist.load_optimizer_state(model, optimizer, state),
-        )
-        resume_lr(optimizer, scheduler)
+    start_step = restore_on_ranks(dist, checkpoint, model, optimizer, scheduler) if checkpoint is not None else 0
     if start_step > total_steps:
         raise ConfigError(f"the run has {total_steps} steps but {checkpoint} is at step {start_step}")
     metrics_log = (
@@ -313,29 +303,18 @@ def _sft(config: SFTConfig, dist: Distributed, want_cuda: bool) -> TrainResult:
         history.append({"step": step, **row})
 
     def save(step: int) -> Path:
-        rng = rng_state()
-        rng_ranks = dist.gather_objects([rng]) if dist.is_distributed else None
-        model_state = dist.full_state_dict(model)
-        optimizer_state = dist.optimizer_state(model, optimizer)
-        path = output_dir / f"checkpoint-{step}"
-        if dist.is_main:
-            path = save_checkpoint(
-                output_dir,
-                step,
-                model=model,
-                tokenizer=tokenizer,
-                optimizer=optimizer,
-                scheduler=scheduler,
-                config=config.to_dict(),
-                save_total_limit=config.save_total_limit,
-                rng=rng,
-                rng_ranks=rng_ranks,
-                model_state_dict=model_state,
-                optimizer_state=optimizer_state,
-                config_file="sft_config.yaml",
-            )
-        dist.barrier()
-        return path
+        return save_on_ranks(
+            dist,
+            output_dir,
+            step,
+            model=model,
+            optimizer=optimizer,
+            tokenizer=tokenizer,
+            scheduler=scheduler,
+            config=config.to_dict(),
+            save_total_limit=config.save_total_limit,
+            config_file="sft_config.yaml",
+        )
 
     if eval_examples and start_step == 0:
         log(0, evaluate_loss(model, eval_examples, pad, config.eval_batch_size, device, autocast))

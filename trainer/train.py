@@ -41,11 +41,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from rlvr_client.client import RewardResult, RewardServerError
 from trainer.checkpoint import (
     REF_MODEL_DIR,
-    load_training_state,
     read_loop_state,
     resolve_checkpoint,
+    restore_on_ranks,
     rng_state,
-    save_checkpoint,
+    save_on_ranks,
 )
 from trainer.config import ConfigError, GRPOConfig, names_a_local_path
 from trainer.data import DataError, indices_from, load_named_rows, reward_items
@@ -59,7 +59,7 @@ from trainer.grpo import (
     sampler_importance_weights,
 )
 from trainer.metrics import MetricsLogger, PhaseTimer
-from trainer.optim import build_optimizer, current_lr, resume_lr
+from trainer.optim import build_optimizer, current_lr
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
     GenerationBackend,
@@ -435,17 +435,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         config,
         config.max_steps * config.num_iterations,
     )
-    start_step = 0
-    if checkpoint is not None:
-        start_step = load_training_state(
-            checkpoint,
-            optimizer,
-            scheduler,
-            rank=dist.rank,
-            world_size=dist.world_size,
-            load_optimizer_state=lambda state: dist.load_optimizer_state(model, optimizer, state),
-        )
-        resume_lr(optimizer, scheduler)
+    start_step = restore_on_ranks(dist, checkpoint, model, optimizer, scheduler) if checkpoint is not None else 0
     if start_step > config.max_steps:
         raise ConfigError(
             f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
@@ -455,12 +445,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     # checkpoint then holds only the adapter, so the engine starts from the base.
     engine_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
     backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, use_bf16)
-    sampling = SamplingParams(
-        max_new_tokens=config.max_completion_length,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
-    )
+    sampling = SamplingParams.from_config(config)
     own_scorer = scorer is None
     if scorer is None:
         scorer = RewardScorer.from_config(config)
@@ -1124,33 +1109,20 @@ def save(run: Run, step: int, rng: dict[str, Any] | None = None) -> Path:
     With several processes every rank takes part (FSDP gathers the weights and the optimizer state; each rank's
     RNG state is stored), rank 0 writes, and all wait until it has.
     """
-    dist = run.dist
-    path = run.output_dir / f"checkpoint-{step}"
-    rng = rng if rng is not None else rng_state()
-    rng_ranks = dist.gather_objects([rng]) if dist.is_distributed else None
-    model_state = dist.full_state_dict(run.model)
-    optimizer_state = dist.optimizer_state(run.model, run.optimizer)
-    ref_state = dist.full_state_dict(run.ref_model) if run.ref_synced and run.ref_model is not None else None
-    if dist.is_main:
-        path = save_checkpoint(
-            run.output_dir,
-            step,
-            model=run.model,  # type: ignore[arg-type]  # a transformers or peft model: both save_pretrained
-            tokenizer=run.tokenizer,
-            optimizer=run.optimizer,
-            scheduler=run.scheduler,
-            config=run.config.to_dict(),
-            save_total_limit=run.config.save_total_limit,
-            rng=rng,
-            rng_ranks=rng_ranks,
-            model_state_dict=model_state,
-            optimizer_state=optimizer_state,
-            loop_state={"prompt_cursor": run.prompt_cursor},
-            ref_model=run.ref_model if run.ref_synced else None,  # type: ignore[arg-type]
-            ref_state_dict=ref_state,
-        )
-    dist.barrier()
-    return path
+    return save_on_ranks(
+        run.dist,
+        run.output_dir,
+        step,
+        model=run.model,  # a transformers or peft model: both save_pretrained
+        optimizer=run.optimizer,
+        rng=rng,
+        ref_model=run.ref_model if run.ref_synced else None,
+        tokenizer=run.tokenizer,
+        scheduler=run.scheduler,
+        config=run.config.to_dict(),
+        save_total_limit=run.config.save_total_limit,
+        loop_state={"prompt_cursor": run.prompt_cursor},
+    )
 
 
 def _wait_or_stop(
