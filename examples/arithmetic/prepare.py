@@ -7,6 +7,8 @@ Writes, under ``--out`` (default ``examples/arithmetic/runs``):
 * ``data/cold_start.jsonl``: ``--cold-start`` training problems with their worked solution (``prompt`` and
   ``completion``), the cold-start SFT set: one step of column arithmetic a line, so that process supervision can
   check each step (``<think>`` working ``</think>`` then ``<answer>`` result ``</answer>``);
+* ``data/rejection.jsonl``: the other training problems (prompt and ``ground_truth``), the prompts of rejection
+  sampling, so that the second SFT set's rows are problems the cold start did not show;
 * ``base/``: a randomly initialised Qwen2 of a few million parameters and its own BPE tokenizer.
 
 Run: ``python examples/arithmetic/prepare.py`` (seconds); ``run.sh`` runs the whole recipe.
@@ -89,7 +91,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation")
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the problems and the held-out split")
     parser.add_argument("--test-size", type=int, default=200)
-    parser.add_argument("--cold-start", type=int, default=1000, help="training problems in the cold-start SFT set")
+    parser.add_argument("--cold-start", type=int, default=4000, help="training problems in the cold-start SFT set")
     args = parser.parse_args()
 
     train, test = make_splits(args.data_seed, args.test_size)
@@ -102,6 +104,9 @@ def main() -> None:
     with (data / "cold_start.jsonl").open("w") as f:
         for r in train[: args.cold_start]:
             f.write(json.dumps({"prompt": r["prompt"], "completion": r["completion"]}) + "\n")
+    with (data / "rejection.jsonl").open("w") as f:
+        for r in train[args.cold_start :]:
+            f.write(json.dumps({"prompt": r["prompt"], "ground_truth": r["ground_truth"], "task": "math"}) + "\n")
     print(f"{len(train)} training, {len(test)} held-out and {args.cold_start} cold-start problems in {data}")
 
     corpus = [r["prompt"] + r["completion"] for r in train[:5000]]
