@@ -124,16 +124,30 @@ def _load_model(
     return model
 
 
+_MODEL_FILES = ("config.json", "adapter_config.json")
+_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json")
+
+
 def _check_local(path: str, option: str, what: str) -> None:
     """A path that can only be local and is not there is named as such; Hugging Face would take it for a hub id
     and answer "Repo id must be in the form 'repo_name' or 'namespace/repo_name'".
 
+    A local directory without any of the files that ``save_pretrained`` writes for ``what`` is named too: loading
+    it fails deep inside transformers ("Couldn't instantiate the backend tokenizer from one of: ").
+
     Raises:
-        ConfigError: ``path`` names a local directory that does not exist, or a file.
+        ConfigError: ``path`` names a local directory that does not exist, a file, or a directory that holds no
+            model (``config.json``, or a LoRA adapter's ``adapter_config.json``) or tokenizer
+            (``tokenizer_config.json``, ``tokenizer.json``, ``tokenizer.model``, ``vocab.json``).
     """
     local = Path(path).expanduser()
+    markers = _TOKENIZER_FILES if what == "a tokenizer" else _MODEL_FILES
+    why = None
     if names_a_local_path(path) and not local.is_dir():
         why = "is a file, not a model directory" if local.exists() else "no such directory"
+    elif local.is_dir() and not any((local / name).is_file() for name in markers):
+        why = f"is a directory without {' or '.join(markers)}, so not a saved model"
+    if why is not None:
         raise ConfigError(
             f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
             f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py` "

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from trainer.__main__ import app
 from trainer.metrics import read_metrics
+from trainer.tiny import build_tokenizer
 
 
 def _invoke(*args: str) -> tuple[int, str]:
@@ -81,7 +82,21 @@ def test_train_reports_a_model_that_does_not_load(tmp_path: Path, monkeypatch: p
     Path("c.yaml").write_text("model_name_or_path: model\ntrain_data: t.jsonl\n")
     code, out = _invoke("train", "--config", "c.yaml")
     assert code == 2
-    assert "config error: model_name_or_path='model': cannot load a tokenizer from it" in out
+    assert (
+        "config error: model_name_or_path='model': is a directory without tokenizer_config.json or tokenizer.json "
+        "or tokenizer.model or vocab.json, so not a saved model. Give a local Hugging Face model directory"
+    ) in out
+    assert "Couldn't instantiate" not in out and "Traceback" not in out
+
+
+def test_a_directory_with_a_tokenizer_but_no_model_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("t.jsonl").write_text(json.dumps({"prompt": "2+2?", "ground_truth": "4"}) + "\n")
+    build_tokenizer(["2+2=4"], vocab_size=64).save_pretrained("tok_only")  # tokenizer files, no config.json
+    Path("c.yaml").write_text("model_name_or_path: tok_only\ntrain_data: t.jsonl\n")
+    code, out = _invoke("train", "--config", "c.yaml")
+    assert code == 2
+    assert "model_name_or_path='tok_only': is a directory without config.json or adapter_config.json" in out
 
 
 @pytest.mark.parametrize(
