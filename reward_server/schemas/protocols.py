@@ -6,9 +6,11 @@ user, writes these bodies.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from reward_server.schemas.unions import one_error
 
 
 class OpenRLHFRequest(BaseModel):
@@ -54,7 +56,9 @@ class SlimeRequest(BaseModel):
         json_schema_extra={"examples": [{"prompt": "What is 6*7?", "response": "$\\boxed{42}$", "label": "42"}]},
     )
 
-    prompt: str | list[dict[str, Any]] = Field("", description="The prompt: text or chat messages.")
+    prompt: Annotated[str | list[dict[str, Any]], one_error("a string or a list of chat messages (objects)")] = Field(
+        "", description="The prompt: text or chat messages."
+    )
     response: str = Field(description="The completion.")
     label: Any = Field(None, description="The ground truth, or a JSON object with `tests` (code) and item fields.")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
@@ -10,8 +10,11 @@ from reward_server.schemas.code import CodeTests
 from reward_server.schemas.language import LanguageCode
 from reward_server.schemas.math import GroundTruth
 from reward_server.schemas.steps import StepResult, StepsRequest
+from reward_server.schemas.unions import one_error
 
-ComponentSpec = StrictFloat | StrictInt | dict[str, Any]
+ComponentSpec = Annotated[
+    StrictFloat | StrictInt | dict[str, Any], one_error("a weight (a number) or an object of options")
+]
 
 _EXAMPLE_REQUEST: dict[str, Any] = {
     "items": [

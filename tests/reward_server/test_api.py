@@ -133,6 +133,17 @@ def test_malformed_request_is_422_naming_the_field(client: TestClient, body: dic
     assert "Traceback" not in r.text
 
 
+@pytest.mark.parametrize("spec", ["heavy", [1.0], None, True])
+def test_a_component_of_the_wrong_type_is_one_error_at_its_name(client: TestClient, spec: object) -> None:
+    """A union field (a weight or an object of options) fails once, at the component, not once per member of the
+    union at paths such as ``components.accuracy.float``."""
+    body = {"items": [{"id": "a", "response": "x", "ground_truth": "1", "components": {"accuracy": spec}}]}
+    detail = client.post("/v1/rewards", json=body).json()["detail"]
+    assert [(e["loc"], e["msg"]) for e in detail] == [
+        (["body", "items", 0, "components", "accuracy"], "Input should be a weight (a number) or an object of options")
+    ]
+
+
 def test_numeric_ground_truth_is_its_text(client: TestClient) -> None:
     """Datasets often store a GSM8K answer as a JSON number: it is read as its text, not refused."""
     r = client.post("/v1/math/verify", json={"response": "\\boxed{0.5}", "ground_truth": 0.5})

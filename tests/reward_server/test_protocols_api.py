@@ -105,6 +105,15 @@ def test_slime_answers_a_dict_with_the_reward_and_its_status(client: TestClient)
     }
 
 
+@pytest.mark.parametrize("prompt", [5, [1], {"role": "user"}])
+def test_a_slime_prompt_of_the_wrong_type_is_one_error(client: TestClient, prompt: object) -> None:
+    answer = client.post("/v1/slime", json={"prompt": prompt, "response": RIGHT, "label": "42"})
+    assert answer.status_code == 422
+    assert [(e["loc"], e["msg"]) for e in answer.json()["detail"]] == [
+        (["body", "prompt"], "Input should be a string or a list of chat messages (objects)")
+    ]
+
+
 def test_slime_label_errors_name_the_key(client: TestClient) -> None:
     answer = client.post("/v1/slime", json={"response": RIGHT, "label": {"truth": "42"}})
     assert answer.status_code == 422
