@@ -84,8 +84,11 @@ def _read_items(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
     return items, lines
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
-    """Stop with a one-line message on stderr (no traceback, no decoration): 2 for bad input, 1 otherwise."""
+def _fail(message: str, code: int = 1, bar: Any = None) -> NoReturn:
+    """Stop with a one-line message on stderr (no traceback, no decoration): 2 for bad input, 1 otherwise. A
+    progress ``bar`` still open is closed first, so the message gets its own line."""
+    if bar is not None:
+        bar.close()
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -184,14 +187,14 @@ def _score_remote(
             try:
                 r = client.post("/v1/rewards", json=body)
             except httpx.TransportError as exc:
-                _fail(f"cannot reach {url}: {exc}")
+                _fail(f"cannot reach {url}: {exc}", bar=bar)
             if r.status_code == 422:
                 err = r.json()["detail"][0]
                 loc = err.get("loc", [])
                 where = f"{path}:{lines[start + loc[2]]}" if loc[1:2] == ["items"] and len(loc) > 2 else str(path)
-                _fail(f"{where}: {'.'.join(map(str, loc[3:]))}: {err.get('msg')}", 2)
+                _fail(f"{where}: {'.'.join(map(str, loc[3:]))}: {err.get('msg')}", 2, bar=bar)
             if r.status_code != 200:
-                _fail(f"server answered {r.status_code}: {r.text[:500]}")
+                _fail(f"server answered {r.status_code}: {r.text[:500]}", bar=bar)
             for result in r.json()["results"]:
                 _write(out, result)
             bar.update(len(body["items"]))

@@ -175,5 +175,7 @@ def test_score_cli_errors_name_the_line(tmp_path: Path, lines: list[str], extra:
     )
     assert proc.returncode != 0
     assert message in " ".join(proc.stderr.split())
+    # Its own line, not written after the progress bar's text ("scoring: 0%| | 0/1 [...]error: cannot reach").
+    assert any(line.startswith("error: ") for line in proc.stderr.splitlines()), proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists() and not list(tmp_path.glob(".*partial"))
