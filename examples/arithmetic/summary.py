@@ -22,7 +22,7 @@ from typing import Any
 EVALS = [
     ("sft", "1. cold-start SFT"),
     ("grpo", "2. GRPO (outcome)"),
-    ("sft2", "4. SFT of the base on the kept set"),
+    ("sft2", "4. SFT of the base on the cold-start and kept rows"),
     ("grpo2", "5. GRPO again"),
     ("grpo_process", "6. = 2. with process supervision"),
 ]
