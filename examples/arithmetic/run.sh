@@ -4,7 +4,7 @@
 #   1. cold-start SFT                      python -m trainer sft    (sft.yaml)
 #   2. GRPO, outcome supervision           python -m trainer train  (grpo.yaml)
 #   3. rejection sampling                  python -m trainer sample (sample.yaml)
-#   4. SFT of the base model on the kept set
+#   4. SFT of the base model on the kept rows plus the cold-start rows
 #   5. GRPO again, from phase 4
 #   6. the comparison: phase 2 again with process supervision (step rewards), same budget, same start
 # Held-out pass@1 (greedy, 200 problems) after each phase (pass1.yaml), the time of each phase, and a summary in
