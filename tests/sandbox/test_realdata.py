@@ -10,10 +10,15 @@ from typing import Any
 
 import pytest
 
-from sandbox import AssertTests, Sandbox, Status, StdioCase, StdioTests, run_tests
+from sandbox import AssertTests, Limits, Sandbox, Status, StdioCase, StdioTests, run_tests
 from tests.conftest import data_dir, require_file
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
+
+# These tests check verdicts on code known to be right (or wrong), not its speed, so a case gets 30 s of CPU rather
+# than the default 5. The slowest reference, MBPP-sanitized task 123 (amicable_numbers_sum(9999), quadratic), uses
+# 4.4 s of CPU alone on the 2-core CI machine, and CPU time grows under load: it timed out there once at 5 s.
+REFERENCE = Limits(time_s=30.0)
 
 
 def read_jsonl(name: str) -> list[dict[str, Any]]:
@@ -29,7 +34,10 @@ async def test_humaneval_canonical_solutions_pass_and_wrong_bodies_fail(sandbox:
         return AssertTests(test=p["test"], entry_point=p["entry_point"])
 
     right = await asyncio.gather(
-        *(run_tests(sandbox, "python", p["prompt"] + p["canonical_solution"], tests(p)) for p in problems)
+        *(
+            run_tests(sandbox, "python", p["prompt"] + p["canonical_solution"], tests(p), limits=REFERENCE)
+            for p in problems
+        )
     )
     failed = {
         p["task_id"]: (r.status, r.cases[0].detail if r.cases else r.detail)
@@ -40,7 +48,7 @@ async def test_humaneval_canonical_solutions_pass_and_wrong_bodies_fail(sandbox:
 
     # The same problems with a body that returns None: every one must fail, none may error on our side.
     wrong = await asyncio.gather(
-        *(run_tests(sandbox, "python", p["prompt"] + "    return None\n", tests(p)) for p in problems)
+        *(run_tests(sandbox, "python", p["prompt"] + "    return None\n", tests(p), limits=REFERENCE) for p in problems)
     )
     verdicts = Counter(r.status for r in wrong)
     assert verdicts[Status.PASSED] == 0
@@ -58,6 +66,7 @@ async def test_mbpp_reference_code_passes_its_test_list(sandbox: Sandbox) -> Non
                 "python",
                 t["code"],
                 AssertTests(test_list=tuple(t["test_list"]), setup_code=t["test_setup_code"]),
+                limits=REFERENCE,
             )
             for t in tasks
         )
@@ -81,11 +90,17 @@ async def test_mbpp_sanitized_reference_code_passes(sandbox: Sandbox) -> None:
                 "python",
                 t["code"],
                 AssertTests(test_list=tuple(t["test_list"]), setup_code="\n".join(t["test_imports"])),
+                limits=REFERENCE,
             )
             for t in tasks
         )
     )
-    assert [t["task_id"] for t, r in zip(tasks, reports, strict=True) if r.status is not Status.PASSED] == []
+    failed = {
+        t["task_id"]: (r.status, [c.detail for c in r.cases if c.status is not Status.PASSED])
+        for t, r in zip(tasks, reports, strict=True)
+        if r.status is not Status.PASSED
+    }
+    assert failed == {}
 
 
 # (problem_id, language, solution, comparator, passes): hand-written, including wrong ones that must fail.
@@ -165,7 +180,7 @@ async def test_codecontests_handwritten_solutions(
     cases = tuple(StdioCase(t["input"].encode(), t["output"].encode()) for t in problem["tests"])
     tolerance = 1e-5 if "float_tolerance" in problem["checker_hints"] else 1e-6
     tests = StdioTests(cases, comparator, abs_tol=tolerance, rel_tol=0.0)  # type: ignore[arg-type]
-    report = await run_tests(sandbox, language, solution, tests)
+    report = await run_tests(sandbox, language, solution, tests, limits=REFERENCE)
     if passes:
         assert report.status is Status.PASSED, [c.detail for c in report.cases]
         assert report.passed == len(cases) >= 1
