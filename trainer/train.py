@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 import numpy as np
@@ -112,7 +112,7 @@ def _disable_dropout(model: torch.nn.Module) -> None:
 def _load_model(
     path: str, device: torch.device, disable_dropout: bool, option: str = "model_name_or_path"
 ) -> PreTrainedModel:
-    _check_local(path, option, "a causal LM")
+    _check_local(path, option, "model")
     # Master weights stay float32; on GPU the forward runs under bf16 autocast.
     try:
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -124,16 +124,20 @@ def _load_model(
     return model
 
 
-_MODEL_FILES = ("config.json", "adapter_config.json")
-_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json")
+# What each kind of checkpoint is called in messages, and the files ``save_pretrained`` writes for it (any one).
+_SAVED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "model": ("a causal LM", ("config.json", "adapter_config.json")),
+    "tokenizer": ("a tokenizer", ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json")),
+}
 
 
-def _check_local(path: str, option: str, what: str) -> None:
+def _check_local(path: str, option: str, kind: Literal["model", "tokenizer"]) -> None:
     """A path that can only be local and is not there is named as such; Hugging Face would take it for a hub id
     and answer "Repo id must be in the form 'repo_name' or 'namespace/repo_name'".
 
     A local directory without any of the files that ``save_pretrained`` writes for ``what`` is named too: loading
-    it fails deep inside transformers ("Couldn't instantiate the backend tokenizer from one of: ").
+    it fails deep inside transformers ("Couldn't instantiate the backend tokenizer from one of: "). ``kind`` says
+    which files count (``_SAVED``).
 
     Raises:
         ConfigError: ``path`` names a local directory that does not exist, a file, or a directory that holds no
@@ -141,12 +145,12 @@ def _check_local(path: str, option: str, what: str) -> None:
             (``tokenizer_config.json``, ``tokenizer.json``, ``tokenizer.model``, ``vocab.json``).
     """
     local = Path(path).expanduser()
-    markers = _TOKENIZER_FILES if what == "a tokenizer" else _MODEL_FILES
+    what, markers = _SAVED[kind]
     why = None
     if names_a_local_path(path) and not local.is_dir():
         why = "is a file, not a model directory" if local.exists() else "no such directory"
     elif local.is_dir() and not any((local / name).is_file() for name in markers):
-        why = f"is a directory without {' or '.join(markers)}, so not a saved model"
+        why = f"is a directory without {' or '.join(markers)}, so not a saved {kind}"
     if why is not None:
         raise ConfigError(
             f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
@@ -163,7 +167,7 @@ def _first_line(exc: BaseException) -> str:
 def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
     option = "tokenizer_name_or_path" if config.tokenizer_name_or_path else "model_name_or_path"
     path = config.tokenizer_name_or_path or config.model_name_or_path
-    _check_local(path, option, "a tokenizer")
+    _check_local(path, option, "tokenizer")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:

@@ -84,7 +84,7 @@ def test_train_reports_a_model_that_does_not_load(tmp_path: Path, monkeypatch: p
     assert code == 2
     assert (
         "config error: model_name_or_path='model': is a directory without tokenizer_config.json or tokenizer.json "
-        "or tokenizer.model or vocab.json, so not a saved model. Give a local Hugging Face model directory"
+        "or tokenizer.model or vocab.json, so not a saved tokenizer. Give a local Hugging Face model directory"
     ) in out
     assert "Couldn't instantiate" not in out and "Traceback" not in out
 
@@ -96,7 +96,10 @@ def test_a_directory_with_a_tokenizer_but_no_model_is_named(tmp_path: Path, monk
     Path("c.yaml").write_text("model_name_or_path: tok_only\ntrain_data: t.jsonl\n")
     code, out = _invoke("train", "--config", "c.yaml")
     assert code == 2
-    assert "model_name_or_path='tok_only': is a directory without config.json or adapter_config.json" in out
+    assert (
+        "model_name_or_path='tok_only': is a directory without config.json or adapter_config.json, so not a saved model"
+        in out
+    )
 
 
 @pytest.mark.parametrize(
