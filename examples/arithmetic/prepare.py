@@ -36,19 +36,23 @@ TEMPLATES = [
 
 
 def working(a: int, b: int, op: str) -> str:
-    """Column arithmetic written out digit by digit, one step a line: short steps a tiny model can learn and a
-    rule-based step check can verify (each line holds one ``a op b = c``)."""
+    """Column arithmetic written out digit by digit, one operation a line: short steps a tiny model can learn and
+    a rule-based step check can verify (each line holds one ``a op b = c``).
+
+    A carry or a borrow gets a line of its own (``9 + 4 = 13.`` then ``13 + 1 = 14.``) instead of a three-term sum
+    (``9 + 4 + 1 = 14.``): the 4,000 cold-start rows then hold 209 distinct facts (left-hand sides) instead of 317, and
+    it reached 86% and 99.5% held-out pass@1 after 1,000 steps on seeds 2 and 0, against 73% and 66% with the
+    three-term sums (docs/examples/arithmetic.md).
+    """
     a1, a0, b1, b0 = a // 10, a % 10, b // 10, b % 10
     if op == "+":
         units = a0 + b0
-        carry = units // 10
-        first = f"{a0} + {b0} = {units}" + (", carry 1." if carry else ".")
-        second = f"{a1} + {b1}" + (" + 1" if carry else "") + f" = {a1 + b1 + carry}."
-        return f"{first}\n{second}"
-    borrow = a0 < b0
-    first = f"{a0 + 10} - {b0} = {a0 + 10 - b0}, borrow 1." if borrow else f"{a0} - {b0} = {a0 - b0}."
-    second = f"{a1}" + (" - 1" if borrow else "") + f" - {b1} = {a1 - borrow - b1}."
-    return f"{first}\n{second}"
+        if units < 10:
+            return f"{a0} + {b0} = {units}.\n{a1} + {b1} = {a1 + b1}."
+        return f"{a0} + {b0} = {units}, carry 1.\n{a1} + {b1} = {a1 + b1}.\n{a1 + b1} + 1 = {a1 + b1 + 1}."
+    if a0 >= b0:
+        return f"{a0} - {b0} = {a0 - b0}.\n{a1} - {b1} = {a1 - b1}."
+    return f"{a0 + 10} - {b0} = {a0 + 10 - b0}, borrow 1.\n{a1} - 1 = {a1 - 1}.\n{a1 - 1} - {b1} = {a1 - 1 - b1}."
 
 
 def make_problem(rng: random.Random, template: str, op: str, a: int, b: int) -> dict[str, str]:
