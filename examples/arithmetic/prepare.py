@@ -40,9 +40,9 @@ def working(a: int, b: int, op: str) -> str:
     a rule-based step check can verify (each line holds one ``a op b = c``).
 
     A carry or a borrow gets a line of its own (``9 + 4 = 13.`` then ``13 + 1 = 14.``) instead of a three-term sum
-    (``9 + 4 + 1 = 14.``): the 4,000 cold-start rows then hold 209 distinct facts (left-hand sides) instead of 317, and
-    it reached 86% and 99.5% held-out pass@1 after 1,000 steps on seeds 2 and 0, against 73% and 66% with the
-    three-term sums (docs/examples/arithmetic.md).
+    (``9 + 4 + 1 = 14.``): the 4,000 cold-start rows then hold 209 distinct facts (left-hand sides) instead of
+    317, and the 1,000-step cold start reaches 86-99.5% held-out pass@1 over 3 seeds instead of 66-99%
+    (docs/examples/arithmetic.md).
     """
     a1, a0, b1, b0 = a // 10, a % 10, b // 10, b % 10
     if op == "+":
