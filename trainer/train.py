@@ -135,9 +135,9 @@ def _check_local(path: str, option: str, kind: Literal["model", "tokenizer"]) ->
     """A path that can only be local and is not there is named as such; Hugging Face would take it for a hub id
     and answer "Repo id must be in the form 'repo_name' or 'namespace/repo_name'".
 
-    A local directory without any of the files that ``save_pretrained`` writes for ``what`` is named too: loading
-    it fails deep inside transformers ("Couldn't instantiate the backend tokenizer from one of: "). ``kind`` says
-    which files count (``_SAVED``).
+    A local directory without any of the files that ``save_pretrained`` writes for ``kind`` is named too: loading
+    it fails deep inside transformers ("Couldn't instantiate the backend tokenizer from one of: "). ``_SAVED`` lists
+    those files.
 
     Raises:
         ConfigError: ``path`` names a local directory that does not exist, a file, or a directory that holds no
