@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from trainer.grpo import (
+    ADVANTAGE_ESTIMATORS,
     IMPORTANCE_SAMPLING_MODES,
     LOSS_TYPES,
     SCALE_REWARDS,
@@ -205,8 +206,16 @@ class GRPOConfig:
     """Token-loss aggregation: ``grpo`` (per-sequence mean), ``bnpo``, ``dr_grpo`` or ``dapo`` (batch token mean)."""
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
-    advantage_estimator: Literal["outcome", "process"] = "outcome"
-    """``outcome``: one reward per completion; ``process``: step rewards from the server (DeepSeekMath 4.1.3)."""
+    advantage_estimator: Literal["outcome", "process", "rft"] = "outcome"
+    """``outcome``: one group-normalised reward per completion (GRPO); ``process``: step rewards from the server
+    (DeepSeekMath 4.1.3); ``rft``: online RFT, advantage 1 for a verified completion (``accuracy`` score 1, or a
+    reward >= 1 without that component) and 0 otherwise, no baseline (DeepSeekMath 5.2.1)."""
+    shuffle_rewards: bool = False
+    """The random-reward control (arXiv 2506.10947): permute each step's scoreable rewards across the whole batch
+    before the advantages, so that rewards carry no information; a gain under it is not the reward's doing."""
+    log_grad_cosine: bool = False
+    """Log ``optim/grad_cosine``, the cosine between this step's policy gradient and the last step's (a signal to
+    noise figure: near 0 when steps are noise). Keeps one fp32 copy of the trainable parameters' gradient."""
     step_component: str = "arithmetic"
     """With ``process``: the server's step component that scores each step (``arithmetic``: a op b = c checked)."""
     step_separator: str = "\n\n"
@@ -750,8 +759,17 @@ def _check_lora(c: GRPOConfig) -> None:
 
 def _check_recipe(c: GRPOConfig) -> None:
     """The R1/DeepSeekMath/DAPO options: process supervision, reference sync, dynamic sampling, length schedule."""
-    if c.advantage_estimator not in ("outcome", "process"):
-        raise _fix("advantage_estimator", c.advantage_estimator, "must be outcome or process", "Use 'outcome'.")
+    if c.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+        raise _fix(
+            "advantage_estimator", c.advantage_estimator, f"must be one of {ADVANTAGE_ESTIMATORS}", "Use 'outcome'."
+        )
+    if c.shuffle_rewards and c.advantage_estimator == "process":
+        raise _fix(
+            "shuffle_rewards",
+            True,
+            "shuffles one reward per completion, and process supervision trains on step rewards",
+            "Use advantage_estimator: outcome (or rft) for the random-reward control.",
+        )
     if not c.step_separator:
         raise _fix("step_separator", c.step_separator, "must not be empty", 'Use "\\n\\n" (a blank line).')
     if c.sync_ref_model and c.beta == 0:

@@ -38,6 +38,8 @@ ImportanceSamplingMode = Literal["token_truncate", "token_mask", "sequence_trunc
 LOSS_TYPES: tuple[str, ...] = ("grpo", "bnpo", "dr_grpo", "dapo")
 IMPORTANCE_SAMPLING_MODES: tuple[str, ...] = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
+#: ``advantage_estimator`` choices: GRPO's group baseline, process supervision, online RFT.
+ADVANTAGE_ESTIMATORS: tuple[str, ...] = ("outcome", "process", "rft")
 
 #: Added to the std before dividing, so a group whose rewards are all equal gives advantage 0, not NaN.
 #: TRL uses the same value, which keeps advantages comparable across the two trainers.
@@ -50,6 +52,39 @@ MAX_LOG_RATIO = 20.0
 
 #: The log-prob given to a token that top-k/top-p sampling could not have drawn (see :func:`token_log_probs`).
 OUTSIDE_SUPPORT_LOGP = -1e4
+
+
+def rft_advantages(verified: torch.Tensor) -> torch.Tensor:
+    """Online rejection-sampling fine-tuning's gradient coefficient (DeepSeekMath, section 5.2.1 and appendix A.1.3):
+    1 for a verified completion, 0 for any other, with no baseline and no scaling. The policy-gradient loss then
+    raises the likelihood of the verified completions only, as SFT on them would, but on samples of the current
+    policy.
+
+    Args:
+        verified: ``(N,)`` float, 1.0 for a verified completion, 0.0 for a wrong one, NaN where not scoreable.
+
+    Returns:
+        ``(N,)`` float32 advantages: ``[1, 0, nan]`` gives ``[1, 0, 0]`` (a null is not trained on).
+    """
+    return torch.where(torch.isnan(verified), torch.zeros_like(verified), verified).to(torch.float32)
+
+
+def shuffle_rewards(rewards: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The random-reward control (Shao et al. 2025, "Spurious Rewards", arXiv 2506.10947): the batch's scoreable
+    rewards permuted across the whole batch, so that a completion's reward says nothing about the completion while
+    the batch keeps the same rewards (the same mean, spread and share of zero-spread groups on average).
+
+    Args:
+        rewards: ``(N,)`` rewards, NaN where not scoreable (a NaN stays where it is).
+        generator: the permutation's source (seeded by the caller, so that a run is reproducible).
+
+    Returns:
+        ``(N,)`` the same multiset of rewards, with the scoreable ones in permuted places.
+    """
+    out = rewards.clone()
+    valid = torch.nonzero(~torch.isnan(rewards)).flatten()  # (M,)
+    out[valid] = rewards[valid[torch.randperm(valid.numel(), generator=generator)]]
+    return out
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,9 @@ from trainer.grpo import (
     group_stats,
     grpo_loss,
     process_advantages,
+    rft_advantages,
     sampler_importance_weights,
+    shuffle_rewards,
 )
 from trainer.metrics import MetricsLogger, PhaseTimer
 from trainer.optim import build_optimizer, current_lr
@@ -327,6 +329,7 @@ class Run:
             or further with dynamic sampling, which draws extra prompts.
         ref_synced: ``sync_ref_model`` has moved the reference, so checkpoints must carry it.
         history: every metrics row logged by this process.
+        last_grad: the last step's flattened gradient (this rank's shard), with ``log_grad_cosine``.
     """
 
     config: GRPOConfig
@@ -356,6 +359,7 @@ class Run:
     prompt_cursor: int = 0
     ref_synced: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
+    last_grad: torch.Tensor | None = None
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 autocast on CUDA when ``use_bf16``; otherwise nothing."""
@@ -881,9 +885,13 @@ def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantag
             "steps/mean_score": float(counts[3] / counts[2]) if counts[2] else math.nan,
         }
     else:
-        rewards = dist.gather(scored.rewards)  # (B * G,) the whole step's
+        scores = dist.gather(_estimator_scores(config, scored))  # (B * G,) the whole step's
         group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
-        advantages = group_advantages(rewards, group_ids, config.scale_rewards)[dist.shard(len(rewards))]  # (N,)
+        if config.shuffle_rewards:  # the random-reward control: the same rewards, in permuted places
+            generator = torch.Generator().manual_seed(config.seed * 1_000_003 + run.prompt_cursor)
+            scores = shuffle_rewards(scores, generator)
+        advantages = COMPLETION_ESTIMATORS[config.advantage_estimator](scores, group_ids, config)  # (B * G,)
+        advantages = advantages[dist.shard(len(scores))]  # (N,)
         trained = ~torch.isnan(scored.rewards)  # (N,)
     loss_mask = batch.completion_mask.clone()  # (N, C)
     if config.mask_truncated_completions:
@@ -897,6 +905,48 @@ def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantag
         num_items_in_micro_batch=dist.mean(torch.stack([loss_mask[rows].sum() for rows in run.micro])),
         metrics=metrics,
     )
+
+
+def _verified(result: RewardResult) -> float:
+    """1.0 for a verified completion (its ``accuracy`` score is 1, or without that component its reward is at least
+    1), 0.0 otherwise, NaN where the reward is null."""
+    if result.reward is None:
+        return math.nan
+    accuracy = result.components.get("accuracy")
+    score = accuracy.score if accuracy is not None else result.reward
+    return 1.0 if score is not None and score >= 1.0 else 0.0
+
+
+def _estimator_scores(config: GRPOConfig, scored: Scored) -> torch.Tensor:
+    """``(N,)`` what a per-completion estimator reads: the rewards, or for ``rft`` the verified flags."""
+    if config.advantage_estimator == "rft":
+        return torch.tensor([_verified(r) for r in scored.results], dtype=torch.float32)
+    return scored.rewards
+
+
+#: Per-completion advantage estimators, by ``advantage_estimator``: ``(scores, group_ids, config) -> advantages``,
+#: each ``(B * G,)`` over the whole step. (``process`` gives token advantages, from the step rewards.)
+COMPLETION_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor, GRPOConfig], torch.Tensor]] = {
+    "outcome": lambda scores, group_ids, config: group_advantages(scores, group_ids, config.scale_rewards),
+    "rft": lambda scores, group_ids, config: rft_advantages(scores),
+}
+
+
+def _grad_cosine(run: Run, trainable: list[torch.nn.Parameter]) -> float:
+    """The cosine between the gradient now in ``trainable`` and the one kept from the last call (NaN on the first);
+    keeps this one. Sums the dot product and norms over ranks, so sharded (FSDP) gradients give the whole-model
+    figure, and replicated (DDP) ones the same figure as one process."""
+    parts = []
+    for p in trainable:
+        if p.grad is not None:
+            g = p.grad.detach()
+            parts.append((g.to_local() if hasattr(g, "to_local") else g).flatten().float())
+    grad = torch.cat(parts) if parts else torch.zeros(0)
+    last, run.last_grad = run.last_grad, grad.clone()
+    if last is None or last.shape != grad.shape:
+        return math.nan
+    dot, n1, n2 = run.dist.sum(torch.stack([(grad * last).sum(), (grad * grad).sum(), (last * last).sum()]).double())
+    return float(dot / (n1.sqrt() * n2.sqrt())) if n1 > 0 and n2 > 0 else math.nan
 
 
 def update(
@@ -913,8 +963,9 @@ def update(
 
     Returns:
         ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``optim/grad_norm`` (over
-        iterations, micro-batches and ranks), ``optim/lr`` (the rate of the step's last update) and ``ref/synced``
-        (reference syncs in this step). The clip ratio leaves out iteration 0 when ``num_iterations > 1``: there
+        iterations, micro-batches and ranks), ``optim/lr`` (the rate of the step's last update), ``ref/synced``
+        (reference syncs in this step) and, with ``log_grad_cosine``, ``optim/grad_cosine`` (this step's first
+        gradient against the last step's, before clipping). The clip ratio leaves out iteration 0 when ``num_iterations > 1``: there
         the ratio is 1 by construction, and counting it would halve the figure at ``num_iterations: 2``. The
         entropy is averaged over the tokens the loss counts.
     """
@@ -973,6 +1024,8 @@ def update(
             stats["policy_loss"].append(policy_loss)
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
             trainable = [p for p in run.model.parameters() if p.requires_grad]
+            if config.log_grad_cosine and iteration == 0:  # before clipping: the step's own direction
+                stats["grad_cosine"].append(_grad_cosine(run, trainable))
             stats["grad_norm"].append(dist.full_norm(torch.nn.utils.clip_grad_norm_(trainable, max_norm)))
             lr = current_lr(run.optimizer)  # the rate this update runs at
             run.optimizer.step()
@@ -992,6 +1045,7 @@ def update(
         "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),  # the same on every rank
         "optim/lr": lr,
         "ref/synced": float(len(stats["ref_syncs"])),
+        **({"optim/grad_cosine": stats["grad_cosine"][0]} if stats["grad_cosine"] else {}),
         **correction.metrics(),
     }
 
@@ -1084,6 +1138,7 @@ def step_metrics(
         "completions/clipped_ratio": float(truncated.mean()),
         "optim/lr": stats["optim/lr"],
         "optim/grad_norm": stats["optim/grad_norm"],
+        **({"optim/grad_cosine": stats["optim/grad_cosine"]} if "optim/grad_cosine" in stats else {}),
         **({"ref/synced": stats["ref/synced"]} if run.config.sync_ref_model else {}),
         **rollouts.metrics,
         **{k: v for k, v in stats.items() if k.startswith("rollout/")},
