@@ -965,9 +965,9 @@ def update(
         ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``optim/grad_norm`` (over
         iterations, micro-batches and ranks), ``optim/lr`` (the rate of the step's last update), ``ref/synced``
         (reference syncs in this step) and, with ``log_grad_cosine``, ``optim/grad_cosine`` (this step's first
-        gradient against the last step's, before clipping). The clip ratio leaves out iteration 0 when ``num_iterations > 1``: there
-        the ratio is 1 by construction, and counting it would halve the figure at ``num_iterations: 2``. The
-        entropy is averaged over the tokens the loss counts.
+        gradient against the last step's, before clipping). The clip ratio leaves out iteration 0 when
+        ``num_iterations > 1``: there the ratio is 1 by construction, and counting it would halve the figure at
+        ``num_iterations: 2``. The entropy is averaged over the tokens the loss counts.
     """
     config, dist = run.config, run.dist
     stats: dict[str, list[float]] = defaultdict(list)
