@@ -174,6 +174,8 @@ class GRPOConfig:
     """DAPO's dynamic sampling: drop groups whose rewards are all equal and sample more prompts to fill the step."""
     max_num_gen_batches: int = 10
     """With ``dynamic_sampling``, most rounds of ``prompt_batch_size`` prompts per step; then equal groups fill up."""
+    dynamic_sampling_metric: str | None = None
+    """What must differ in a group for dynamic sampling: ``reward`` or a component; ``None``: accuracy if present."""
 
     # ------------------------------------------------------------------ optimisation
     learning_rate: float = 1e-6
@@ -207,15 +209,11 @@ class GRPOConfig:
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
     advantage_estimator: Literal["outcome", "process", "rft"] = "outcome"
-    """``outcome``: one group-normalised reward per completion (GRPO); ``process``: step rewards from the server
-    (DeepSeekMath 4.1.3); ``rft``: online RFT, advantage 1 for a verified completion (``accuracy`` score 1, or a
-    reward >= 1 without that component) and 0 otherwise, no baseline (DeepSeekMath 5.2.1)."""
+    """``outcome`` (GRPO's group baseline), ``process`` (step rewards, DeepSeekMath 4.1.3) or ``rft`` (online RFT)."""
     shuffle_rewards: bool = False
-    """The random-reward control (arXiv 2506.10947): permute each step's scoreable rewards across the whole batch
-    before the advantages, so that rewards carry no information; a gain under it is not the reward's doing."""
+    """Random-reward control (arXiv 2506.10947): permute each step's rewards across the batch before advantages."""
     log_grad_cosine: bool = False
-    """Log ``optim/grad_cosine``, the cosine between this step's policy gradient and the last step's (a signal to
-    noise figure: near 0 when steps are noise). Keeps one fp32 copy of the trainable parameters' gradient."""
+    """Log ``optim/grad_cosine`` (this step's gradient against the last's); keeps one fp32 copy of the gradient."""
     step_component: str = "arithmetic"
     """With ``process``: the server's step component that scores each step (``arithmetic``: a op b = c checked)."""
     step_separator: str = "\n\n"
@@ -769,6 +767,19 @@ def _check_recipe(c: GRPOConfig) -> None:
             True,
             "shuffles one reward per completion, and process supervision trains on step rewards",
             "Use advantage_estimator: outcome (or rft) for the random-reward control.",
+        )
+    metric = c.dynamic_sampling_metric
+    if (
+        metric is not None
+        and metric != "reward"
+        and c.reward_components is not None
+        and metric not in c.reward_components
+    ):
+        raise _fix(
+            "dynamic_sampling_metric",
+            metric,
+            f"is neither 'reward' nor one of the requested components {sorted(c.reward_components)}",
+            "Use 'reward' (the total), a component of reward_components, or null (accuracy where present).",
         )
     if not c.step_separator:
         raise _fix("step_separator", c.step_separator, "must not be empty", 'Use "\\n\\n" (a blank line).')

@@ -41,6 +41,13 @@ SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
 #: ``advantage_estimator`` choices: GRPO's group baseline, process supervision, online RFT.
 ADVANTAGE_ESTIMATORS: tuple[str, ...] = ("outcome", "process", "rft")
 
+#: A group's rewards "differ" only when their std exceeds this share of the group's reward scale (``max(1, max
+#: |r|)``). Equal shaped rewards that were summed in another order (``0.1 + 0.25`` against ``0.35`` in float32) leave
+#: a std of rounding residue (about 1e-8 at scale 1); a fixed 1e-8 threshold read it as spread, and divided by a
+#: tiny std such a group gets advantages of thousands. Float32 keeps about 7 digits, so 1e-6 of the scale is above
+#: any residue and below any real difference of rewards written with fewer than 6 significant digits.
+ZERO_SPREAD_RTOL = 1e-6
+
 #: Added to the std before dividing, so a group whose rewards are all equal gives advantage 0, not NaN.
 #: TRL uses the same value, which keeps advantages comparable across the two trainers.
 ADVANTAGE_EPS = 1e-4
@@ -96,12 +103,15 @@ class GroupStats:
         std: ``(N,)`` unbiased std of the same rewards (0 where fewer than two are scoreable).
         group_index: ``(N,)`` the group of each completion as ``0..K-1`` (order of first appearance is not kept).
         num_groups: ``K``.
+        spread: ``(N,)`` bool, whether the group's rewards differ by more than rounding: ``std > ZERO_SPREAD_RTOL *
+            max(1, max |r|)`` over the group (see :data:`ZERO_SPREAD_RTOL`).
     """
 
     mean: torch.Tensor
     std: torch.Tensor
     group_index: torch.Tensor
     num_groups: int
+    spread: torch.Tensor
 
 
 def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
@@ -132,7 +142,9 @@ def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
     sq_dev = torch.where(valid, (r - mean[index]) ** 2, torch.zeros_like(r))  # (N,)
     ss = torch.zeros(k, dtype=torch.float64).index_add_(0, index, sq_dev)  # (K,)
     std = torch.where(count > 1, (ss / (count - 1).clamp(min=1)).sqrt(), torch.zeros_like(ss))  # (K,)
-    return GroupStats(mean=mean[index], std=std[index], group_index=index, num_groups=k)
+    scale = torch.zeros(k, dtype=torch.float64).scatter_reduce_(0, index, r.abs(), "amax")  # (K,) max |r|
+    spread = std > ZERO_SPREAD_RTOL * scale.clamp(min=1.0)  # (K,)
+    return GroupStats(mean=mean[index], std=std[index], group_index=index, num_groups=k, spread=spread[index])
 
 
 def group_advantages(
@@ -171,6 +183,7 @@ def group_advantages(
     stats = group_stats(rewards, group_ids)
     valid = ~torch.isnan(rewards)  # (N,)
     centred = torch.where(valid, rewards.to(torch.float64) - stats.mean, torch.zeros_like(stats.mean))  # (N,)
+    centred = torch.where(stats.spread, centred, torch.zeros_like(centred))  # equal up to rounding: exactly 0
     if scale_rewards == "group":
         centred = centred / (stats.std + eps)
     elif scale_rewards == "batch":
@@ -247,8 +260,8 @@ def frac_zero_std_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> floa
     stats = group_stats(rewards, group_ids)
     if stats.num_groups == 0:
         return 0.0
-    per_group = torch.zeros(stats.num_groups, dtype=torch.float64).index_copy_(0, stats.group_index, stats.std)
-    return float((per_group < 1e-8).to(torch.float64).mean().item())
+    per_group = torch.zeros(stats.num_groups, dtype=torch.bool).index_copy_(0, stats.group_index, stats.spread)
+    return float((~per_group).to(torch.float64).mean().item())
 
 
 def sampling_support(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor | None:

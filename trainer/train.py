@@ -750,10 +750,29 @@ def _steps_request(config: GRPOConfig) -> dict[str, str] | None:
     return {"component": config.step_component, "separator": config.step_separator}
 
 
+def _filter_score(result: RewardResult, metric: str | None) -> float:
+    """The score dynamic sampling compares within a group (``dynamic_sampling_metric``): the reward (``reward``),
+    a component's score (its name), or by default ``accuracy`` where the result has it, else the reward; NaN where
+    that score is null."""
+    if metric is None:
+        metric = "accuracy" if "accuracy" in result.components else "reward"
+    if metric == "reward":
+        value = result.reward
+    else:
+        component = result.components.get(metric)
+        value = component.score if component is not None else None
+    return math.nan if value is None else float(value)
+
+
 def keep_informative_groups(run: Run, start: StepStart, first: Rollouts) -> Rollouts:
     """Phase 1b, DAPO's dynamic sampling (arXiv 2503.14476, section 3.2): drop the groups whose rewards are all
     equal (advantage 0: no policy gradient) and sample further batches of prompts until the step holds
     ``prompt_batch_size`` groups that differ, for at most ``max_num_gen_batches`` batches in all.
+
+    "Equal" is judged on ``dynamic_sampling_metric`` (verl's ``algorithm.filter_groups.metric``): by default the
+    ``accuracy`` score where the results have one, so that an all-wrong group whose format or length shaping
+    differs does not survive to train on shaping alone; equal up to rounding counts as equal
+    (:data:`trainer.grpo.ZERO_SPREAD_RTOL`).
 
     This waits for each batch's rewards, so scoring no longer overlaps the old/reference log-probs. When the
     rounds run out first, the step is filled with equal groups, in the order they were sampled, so the batch keeps
@@ -770,12 +789,12 @@ def keep_informative_groups(run: Run, start: StepStart, first: Rollouts) -> Roll
     while True:
         rounds += 1
         results, _ = _wait_or_stop(run, rollouts.futures, start)
-        rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (n,)
+        metric = torch.tensor([_filter_score(r, config.dynamic_sampling_metric) for r in results])  # (n,)
         group_ids = rollouts.group_ids.cpu()  # (n,)
-        stats = group_stats(rewards, group_ids)
+        stats = group_stats(metric, group_ids)
         for g in range(stats.num_groups):
             rows_g = (stats.group_index == g).nonzero().squeeze(-1)
-            target = kept if float(stats.std[rows_g[0]]) > 1e-8 else equal
+            target = kept if bool(stats.spread[rows_g[0]]) else equal
             target.append((rollouts, int(group_ids[rows_g[0]]), [results[int(i)] for i in rows_g]))
         total_groups += stats.num_groups
         if not dist.any(len(kept) < want) or rounds >= config.max_num_gen_batches:

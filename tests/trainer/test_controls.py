@@ -6,18 +6,21 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 import torch
 
 from tests.trainer.conftest import StandInServer
 from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
-from trainer.grpo import rft_advantages, shuffle_rewards
+from trainer.grpo import frac_zero_std_groups, group_advantages, group_stats, rft_advantages, shuffle_rewards
+from trainer.reward_client import RewardScorer
 from trainer.train import _grad_cosine, train
 
 
@@ -136,3 +139,70 @@ def test_the_control_refuses_process_supervision() -> None:
         )
     with pytest.raises(ConfigError, match=r"advantage_estimator.*outcome.*process.*rft"):
         config_from_dict({"model_name_or_path": "m", "train_data": "d.jsonl", "advantage_estimator": "rloo"})
+
+
+def test_equal_shaped_rewards_summed_in_another_order_have_no_spread() -> None:
+    """0.15 + 0.2 and 0.35 differ by one float32 ulp (2.98e-8): a group of them has a std of 1.7e-8, which a fixed
+    1e-8 threshold reads as spread; divided by a small eps that gives advantages of about +-0.87 from rounding
+    alone. Relative to the reward scale it is no spread, and the advantages are exactly 0."""
+    summed = torch.tensor(0.15, dtype=torch.float32) + torch.tensor(0.2, dtype=torch.float32)
+    rewards = torch.stack([summed, summed, torch.tensor(0.35), torch.tensor(0.35)])  # (4,) float32
+    group_ids = torch.zeros(4, dtype=torch.long)
+    stats = group_stats(rewards, group_ids)
+    assert 1e-8 < float(stats.std[0]) < 2e-8  # what the old threshold saw
+    assert not stats.spread.any()
+    for scale in ("group", "batch", "none"):
+        assert torch.equal(group_advantages(rewards, group_ids, scale, eps=1e-12), torch.zeros(4))  # type: ignore[arg-type]
+    assert frac_zero_std_groups(rewards, group_ids) == 1.0
+    # a real difference at the 4th decimal still counts, and gives the usual +-0.866
+    real = torch.tensor([0.35, 0.3501, 0.35, 0.3501])
+    assert group_stats(real, group_ids).spread.all()
+    assert group_advantages(real, group_ids, "group", eps=0.0).tolist() == pytest.approx([-0.866, 0.866] * 2, abs=1e-3)
+
+
+def _format_varies(request: httpx.Request) -> httpx.Response:
+    """Every answer wrong (accuracy 0), but the first completion of each group gets format 1: shaping alone
+    differs."""
+    results = []
+    for item in json.loads(request.content)["items"]:
+        fmt = 1.0 if item["id"].endswith("-c0") else 0.0
+        components = {
+            "accuracy": {"score": 0.0, "weight": 1.0, "status": "ok", "detail": None, "info": {}},
+            "format": {"score": fmt, "weight": 0.5, "status": "ok", "detail": None, "info": {}},
+        }
+        results.append({"id": item["id"], "reward": 0.5 * fmt, "status": "ok", "components": components})
+    return httpx.Response(200, json={"results": results})
+
+
+@pytest.mark.parametrize(("metric", "filled"), [(None, 2), ("accuracy", 2), ("reward", 0)])
+def test_dynamic_sampling_filters_on_accuracy_not_on_shaping(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, metric: str | None, filled: int
+) -> None:
+    """All-wrong groups whose format scores differ: by default (accuracy) they have no spread, every round is
+    spent and the step is filled with them; judged on the total reward they would be kept at once."""
+    cfg = _config(
+        tiny_model_dir,
+        prompt_files,
+        tmp_path / "run",
+        max_steps=1,
+        dynamic_sampling=True,
+        max_num_gen_batches=2,
+        dynamic_sampling_metric=metric,
+        reward_components={"accuracy": 1.0, "format": 0.5},
+    )
+    scorer = RewardScorer("http://stand-in", client=httpx.AsyncClient(transport=httpx.MockTransport(_format_varies)))
+    row = train(cfg, scorer=scorer).history[0]
+    assert row["dynamic_sampling/filled_groups"] == filled
+    assert row["dynamic_sampling/rounds"] == (2 if filled else 1)
+
+
+def test_dynamic_sampling_metric_names_a_requested_component() -> None:
+    with pytest.raises(ConfigError, match=r"dynamic_sampling_metric.*\['accuracy', 'format'\]"):
+        config_from_dict(
+            {
+                "model_name_or_path": "m",
+                "train_data": "d.jsonl",
+                "dynamic_sampling_metric": "formatt",
+                "reward_components": {"accuracy": 1.0, "format": 0.5},
+            }
+        )
