@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# RL that visibly works, on CPU: the cold start learns the method on an easy regime with worked solutions; every RL
+# arm then trains on a harder regime that has final answers only, from the same start, on the same prompts, with
+# the same number of sampled completions (DeepSeekMath section 5.2's comparison, plus a random-reward control):
+#   0. data, tokenizer and a random tiny Qwen2 (prepare.py), and a reward server
+#   1. cold-start SFT on the easy regime             python -m trainer sft   (examples/arithmetic/sft.yaml)
+#   2. grpo           GRPO, outcome supervision      python -m trainer train (grpo.yaml)
+#   3. rft_online     online RFT: weight 1 for a verified completion, 0 otherwise, no baseline
+#   4. rft_offline    offline RFT: sample once from the start, SFT on the verified samples (sample_rft, sft_rft)
+#   5. random_reward  GRPO with each step's rewards shuffled across the batch (must not gain)
+#   6. process        GRPO with process supervision (each line of working checked by the server)
+# After the start and each arm, on the 200 held-out hard problems: greedy pass@1 (pass1.yaml) and pass@1/pass@8
+# of 8 samples at the training temperature (pass8.yaml); greedy pass@1 on the easy held-out set too. The figures
+# go to $OUT/summary.json and $OUT/summary.md (summary.py).
+#
+# Usage (from anywhere): examples/rl_gain/run.sh
+#   SEED=1 OUT=examples/rl_gain/runs/seed1 PORT=8001 examples/rl_gain/run.sh     one seed of the 3-seed figures
+#   SFT_STEPS=60 RL_STEPS=4 ARMS="grpo random_reward" ... run.sh                 a short check of the pipeline
+#   COLD_START=path/to/checkpoint ... run.sh       skip the cold-start SFT and use that checkpoint instead
+#   EVAL_PROMPTS=20 ... run.sh                     evaluate on the first 20 held-out problems only (a check)
+#   THREADS=1 ... run.sh                           torch threads of the trainer (default 1: fastest for this model
+#                                                  on a shared 2-core machine)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # runs from a checkout without installing
+SEED="${SEED:-0}"
+OUT="${OUT:-examples/rl_gain/runs}"
+PORT="${PORT:-8000}"
+PYTHON="${PYTHON:-python}"
+SFT_STEPS="${SFT_STEPS:-1000}"
+RL_STEPS="${RL_STEPS:-40}"
+ARMS="${ARMS:-grpo random_reward rft_online rft_offline process}"
+THREADS="${THREADS:-1}"
+EVAL_PROMPTS="${EVAL_PROMPTS:-null}"
+COLD_START="${COLD_START:-}"
+EX=examples/rl_gain
+URL="reward_server_urls=[http://127.0.0.1:$PORT]"
+mkdir -p "$OUT"
+: > "$OUT/times.jsonl"
+
+phase() {  # phase NAME COMMAND...: run it, append its wall-clock seconds to $OUT/times.jsonl
+  local name=$1 start=$SECONDS
+  shift
+  echo "=== $name: $*"
+  "$@"
+  echo "{\"phase\": \"$name\", \"seconds\": $((SECONDS - start))}" >> "$OUT/times.jsonl"
+}
+trainer() { "$PYTHON" -m trainer "$@" --set progress_bar=false --set "torch_num_threads=$THREADS"; }
+evaluate() {  # evaluate NAME CHECKPOINT: held-out figures into $OUT/eval/NAME{,_t1,_easy}/summary.json
+  local common=(--set "$URL" --set "model_name_or_path=$2" --set "max_prompts=$EVAL_PROMPTS")
+  trainer sample --config "$EX/pass1.yaml" "${common[@]}" --set "data=$OUT/data/test.jsonl" \
+    --set "output_dir=$OUT/eval/$1" --set save_samples=true > /dev/null
+  trainer sample --config "$EX/pass8.yaml" "${common[@]}" --set "data=$OUT/data/test.jsonl" --set "seed=$SEED" \
+    --set "output_dir=$OUT/eval/${1}_t1" --set save_samples=true > /dev/null
+  trainer sample --config "$EX/pass1.yaml" "${common[@]}" --set "data=$OUT/data/easy_test.jsonl" \
+    --set "output_dir=$OUT/eval/${1}_easy" > /dev/null
+}
+rl() {  # rl NAME [--set ...]: an RL arm from the start into $OUT/NAME, then its evaluation
+  local name=$1
+  shift
+  phase "$name" trainer train --config "$EX/grpo.yaml" --set "$URL" --set "model_name_or_path=$START" \
+    --set "max_steps=$RL_STEPS" --set "train_data=$OUT/data/rl_prompts.jsonl" --set "eval_data=$OUT/data/test.jsonl" \
+    --set "output_dir=$OUT/$name" --set "seed=$SEED" --set log_grad_cosine=true \
+    --set "eval_max_prompts=$EVAL_PROMPTS" "$@"
+  phase "eval_$name" evaluate "$name" "$OUT/$name/checkpoint-$RL_STEPS"
+}
+
+phase prepare "$PYTHON" "$EX/prepare.py" --out "$OUT" --seed "$SEED"
+# The prompts every arm sees: RL_STEPS steps of prompt_batch_size prompts (one epoch of rl_prompts.jsonl), each with
+# num_generations completions; the RL arms update num_iterations times a step, offline RFT as many times.
+PROMPTS_PER_STEP=$(sed -n 's/^prompt_batch_size: *//p' "$EX/grpo.yaml")
+ITERATIONS=$(sed -n 's/^num_iterations: *//p' "$EX/grpo.yaml")
+head -n "$((RL_STEPS * PROMPTS_PER_STEP))" "$OUT/data/train.jsonl" > "$OUT/data/rl_prompts.jsonl"
+
+# The reward server, with one math worker so that trainer and verifier each have a core.
+RLVR_MATH_WORKERS=1 "$PYTHON" -m reward_server --host 127.0.0.1 --port "$PORT" > "$OUT/reward_server.log" 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null || true' EXIT
+
+if [ -z "$COLD_START" ]; then
+  phase sft trainer sft --config examples/arithmetic/sft.yaml --set "model_name_or_path=$OUT/base" \
+    --set "train_data=$OUT/data/cold_start.jsonl" --set "output_dir=$OUT/sft" --set "max_steps=$SFT_STEPS" \
+    --set "seed=$SEED"
+  COLD_START="$OUT/sft/checkpoint-$SFT_STEPS"
+fi
+# The new verbs start at the mean embedding of the known ones (new_words.py says why); this is every arm's start.
+START="$OUT/start"
+phase new_words "$PYTHON" "$EX/new_words.py" "$COLD_START" "$START"
+phase eval_start evaluate start "$START"
+
+for arm in $ARMS; do
+  case "$arm" in
+    grpo) rl grpo ;;
+    rft_online) rl rft_online --set advantage_estimator=rft ;;
+    random_reward) rl random_reward --set shuffle_rewards=true ;;
+    process) rl process --set advantage_estimator=process ;;
+    rft_offline)
+      phase rft_offline_sample trainer sample --config "$EX/sample_rft.yaml" --set "$URL" \
+        --set "model_name_or_path=$START" --set "data=$OUT/data/rl_prompts.jsonl" --set "seed=$SEED" \
+        --set "max_prompts=$((RL_STEPS * PROMPTS_PER_STEP))" --set "output_dir=$OUT/rft_offline_sample"
+      if [ -s "$OUT/rft_offline_sample/kept.jsonl" ]; then
+        phase rft_offline trainer sft --config "$EX/sft_rft.yaml" --set "model_name_or_path=$START" \
+          --set "train_data=$OUT/rft_offline_sample/kept.jsonl" --set "output_dir=$OUT/rft_offline" \
+          --set "max_steps=$((RL_STEPS * ITERATIONS))" --set "seed=$SEED"
+        phase eval_rft_offline evaluate rft_offline "$OUT/rft_offline/checkpoint-$((RL_STEPS * ITERATIONS))"
+      else  # no verified sample: SFT on nothing leaves the start as it is
+        echo "=== rft_offline: no verified sample to train on; the arm is the start"
+        phase eval_rft_offline evaluate rft_offline "$START"
+      fi
+      ;;
+    *) echo "unknown arm '$arm': choose from grpo rft_online rft_offline random_reward process" >&2; exit 2 ;;
+  esac
+done
+
+"$PYTHON" "$EX/summary.py" "$OUT"

@@ -1,0 +1,223 @@
+"""The RL example's figures: for the start and each arm, held-out greedy pass@1, sampled pass@1 and pass@8 at the
+training temperature, greedy pass@1 by problem type and on the easy regime; for one run, or as mean [min, max]
+over several (seeds); and R1-Zero's figure (accuracy and response length per step) from the RL arms' logs.
+
+    python examples/rl_gain/summary.py examples/rl_gain/runs            # one run: summary.json, summary.md
+    python examples/rl_gain/summary.py runs/seed0 runs/seed1 runs/seed2  # over the runs, + curves.png beside them
+
+Each run directory is what ``run.sh`` wrote (``eval/<arm>{,_t1,_easy}/summary.json`` and ``samples.jsonl``,
+``<arm>/metrics.jsonl``, ``times.jsonl``). ``summary.json`` holds ``{"start": {"pass1": x}, "grpo": {"pass1": x},
+...}`` for one run (each ``pass1`` the held-out greedy pass@1 in [0, 1]), and the runs and their mean for several.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from collections import defaultdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+#: (key, label) in the table's order.
+ARMS = [
+    ("start", "start (cold-start SFT on the easy regime)"),
+    ("grpo", "GRPO, outcome supervision"),
+    ("rft_online", "online RFT (verified = 1, else 0; no baseline)"),
+    ("rft_offline", "offline RFT (sample once, SFT on the verified)"),
+    ("random_reward", "GRPO with shuffled rewards (control)"),
+    ("process", "GRPO, process supervision"),
+]
+#: (key, label, unit) of each arm's figures.
+FIGURES = [
+    ("pass1", "greedy pass@1", "%"),
+    ("pass1_t1", "pass@1, T=1 (8 samples)", "%"),
+    ("pass8_t1", "pass@8, T=1", "%"),
+    ("easy_pass1", "easy regime greedy pass@1", "%"),
+]
+RL_ARMS = ("grpo", "rft_online", "random_reward", "process")
+
+
+def environment() -> dict[str, Any]:
+    """Library versions, CPU and load: what a figure depends on."""
+    cpu = platform.processor() or platform.machine()
+    info = Path("/proc/cpuinfo")
+    if info.exists():
+        names = [line.split(":", 1)[1].strip() for line in info.read_text().splitlines() if "model name" in line]
+        cpu = f"{names[0]} x {len(names)}" if names else cpu
+    versions: dict[str, str | None] = {}
+    for package in ("torch", "transformers", "tokenizers", "math-verify"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {"python": platform.python_version(), **versions, "cpu": cpu, "load_average": list(os.getloadavg())}
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _by_type(run: Path, arm: str) -> dict[str, float]:
+    """Greedy pass@1 of each problem type (verb), from the evaluation's ``samples.jsonl`` (whose ``source_index``
+    is the row of ``data/test.jsonl``) and the test set's ``type`` column."""
+    samples, test = run / "eval" / arm / "samples.jsonl", run / "data" / "test.jsonl"
+    if not samples.exists() or not test.exists():
+        return {}
+    kinds = [json.loads(line).get("type", "?") for line in test.read_text().splitlines()]
+    right: dict[str, list[float]] = defaultdict(list)
+    for line in samples.read_text().splitlines():
+        row = json.loads(line)
+        accuracy = (row.get("reward_components") or {}).get("accuracy") or {}
+        score = accuracy.get("score", row.get("reward"))
+        if score is not None:
+            right[kinds[row["source_index"]]].append(float(score))
+    return {k: sum(v) / len(v) for k, v in sorted(right.items())}
+
+
+def one_run(run: Path) -> dict[str, Any]:
+    """The figures of one ``run.sh`` output directory: ``{arm: {pass1, pass1_t1, pass8_t1, easy_pass1, ...}}``."""
+    out: dict[str, Any] = {}
+    for arm, _ in ARMS:
+        greedy = _read(run / "eval" / arm / "summary.json")
+        if greedy is None:
+            continue
+        sampled = _read(run / "eval" / f"{arm}_t1" / "summary.json") or {}
+        easy = _read(run / "eval" / f"{arm}_easy" / "summary.json") or {}
+        out[arm] = {
+            "pass1": greedy["pass@1"],
+            "pass1_t1": sampled.get("pass@1"),
+            "pass8_t1": sampled.get("pass@8"),
+            "easy_pass1": easy.get("pass@1"),
+            "pass1_by_type": _by_type(run, arm),
+        }
+    offline = _read(run / "rft_offline_sample" / "summary.json")
+    if offline is not None and "rft_offline" in out:
+        out["rft_offline"]["kept_rows"] = offline.get("num_kept")
+    seconds: dict[str, float] = {}
+    times = run / "times.jsonl"
+    if times.exists():
+        for line in times.read_text().splitlines():
+            row = json.loads(line)
+            seconds[row["phase"]] = row["seconds"]
+    out["seconds"] = seconds | {"total": sum(seconds.values())}
+    return out
+
+
+def _stat(values: list[float | None], unit: str) -> str:
+    """``mean [min, max]`` of the values that are there; ``unit`` is ``%`` (shown x 100) or `` s``."""
+    kept = [v * (100.0 if unit == "%" else 1.0) for v in values if v is not None]
+    if not kept:
+        return "-"
+    mean = sum(kept) / len(kept)
+    if len(kept) == 1:
+        return f"{mean:.1f}{unit}"
+    return f"{mean:.1f}{unit} [{min(kept):.1f}, {max(kept):.1f}]"
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """Markdown: each arm's figures (mean [min, max] over runs), the gain over the start per run, and times."""
+    head = f"mean [min, max] over {len(runs)} runs" if len(runs) > 1 else "one run"
+    lines = [
+        f"| arm ({head}) | " + " | ".join(label for _, label, _ in FIGURES) + " | greedy gain per run (points) |",
+        "| --- " * (len(FIGURES) + 2) + "|",
+    ]
+    for arm, label in ARMS:
+        if not any(arm in r for r in runs):
+            continue
+        cells = [_stat([r.get(arm, {}).get(key) for r in runs], unit) for key, _, unit in FIGURES]
+        gains = [f"{100 * (r[arm]['pass1'] - r['start']['pass1']):+.1f}" for r in runs if arm in r and "start" in r]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {', '.join(gains) if arm != 'start' else ''} |")
+    types = sorted({t for r in runs for a in r.values() if isinstance(a, dict) for t in a.get("pass1_by_type", {})})
+    if types:
+        lines += ["", "| greedy pass@1 by type | " + " | ".join(types) + " |", "| --- " * (len(types) + 1) + "|"]
+        for arm, _ in ARMS:
+            if any(arm in r for r in runs):
+                cells = [_stat([r.get(arm, {}).get("pass1_by_type", {}).get(t) for r in runs], "%") for t in types]
+                lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    phases = sorted({p for r in runs for p in r["seconds"]}, key=lambda p: (p == "total", p))
+    lines += ["", "| phase | seconds |", "| --- | --- |"]
+    lines += [f"| {p} | {_stat([r['seconds'].get(p) for r in runs], ' s')} |" for p in phases]
+    return "\n".join(lines)
+
+
+def plot(run_dirs: list[Path], out: Path) -> Path | None:
+    """R1-Zero's figure on this example: per RL arm, the training reward (sampled accuracy) and the mean response
+    length per step, one line per run, and the held-out greedy pass@1 at each evaluation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from trainer.metrics import read_metrics
+
+    arms = [a for a in RL_ARMS if any((d / a / "metrics.jsonl").exists() for d in run_dirs)]
+    if not arms:
+        return None
+    panels = [
+        ("reward/mean", "sampled accuracy (train, T=1)"),
+        ("eval/pass@1", "held-out greedy pass@1"),
+        ("completions/mean_length", "mean response length (tokens)"),
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6))
+    colours = dict(zip(RL_ARMS, ("tab:blue", "tab:green", "tab:red", "tab:purple"), strict=True))
+    for arm in arms:
+        for i, d in enumerate(run_dirs):
+            path = d / arm
+            if not (path / "metrics.jsonl").exists():
+                continue
+            rows = read_metrics(path)
+            for ax, (key, _) in zip(axes, panels, strict=True):
+                pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+                if pts:
+                    xs, ys = zip(*pts, strict=True)
+                    ax.plot(
+                        xs,
+                        ys,
+                        color=colours[arm],
+                        alpha=0.8,
+                        marker="o" if key.startswith("eval") else None,
+                        markersize=3,
+                        label=arm if i == 0 else None,
+                    )
+    for ax, (_, title) in zip(axes, panels, strict=True):
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    run_dirs = [Path(a) for a in argv] or [Path(__file__).parent / "runs"]
+    runs = [one_run(d) for d in run_dirs]
+    env = environment()
+    if len(runs) == 1:
+        result: dict[str, Any] = {**runs[0], "environment": env}
+        target = run_dirs[0]
+    else:
+        mean = {
+            arm: {key: _mean([r.get(arm, {}).get(key) for r in runs]) for key, _, _ in FIGURES}
+            for arm, _ in ARMS
+            if any(arm in r for r in runs)
+        }
+        result = {"mean": mean, "runs": dict(zip(map(str, run_dirs), runs, strict=True)), "environment": env}
+        target = run_dirs[0].parent
+    text = table(runs) + "\n\n" + json.dumps(env) + "\n"
+    (target / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+    (target / "summary.md").write_text(text)
+    figure = plot(run_dirs, target / "curves.png")
+    print(text + (f"\ncurves: {figure}" if figure else ""))
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,133 @@
+"""The RL example's data and summary (examples/rl_gain): the hard regime's answers, its held-out split, and the
+figures ``summary.py`` reads off a run directory."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rl_gain"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"rl_gain_{name}", EXAMPLE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+prepare = _load("prepare")
+summary = _load("summary")
+
+
+def test_answers_follow_the_verb_and_the_split_is_disjoint() -> None:
+    train, test = prepare.problems(prepare.HARD_VERBS, seed=1, n_test=200)
+    # every pair a >= b of two-digit numbers (4,095 of them) with each of the eight new verbs
+    assert len(train) + len(test) == 8 * sum(a - 9 for a in range(10, 100)) == 32760
+    assert len(test) == 200
+    for row in train + test:
+        m = re.fullmatch(r"(\w+) has (\d+) (\w+)\. \1 (.+) (\d+) \3\. How many \3 does \1 have now\?\n", row["prompt"])
+        assert m, row["prompt"]
+        a, verb, b = int(m.group(2)), m.group(4), int(m.group(5))
+        assert verb == row["type"]
+        assert row["ground_truth"] == str({"+": a + b, "-": a - b}[prepare.HARD_VERBS[verb]]), row
+    assert not {r["key"] for r in train} & {r["key"] for r in test}
+    counts = {verb: sum(r["type"] == verb for r in test) for verb in prepare.HARD_VERBS}
+    assert min(counts.values()) >= 10, counts  # every new verb is in the held-out set
+
+
+def test_worked_solutions_only_for_the_easy_verbs() -> None:
+    """No verb is in both regimes, and the worked solution's answer is the ground truth."""
+    assert not set(prepare.EASY_VERBS) & set(prepare.HARD_VERBS)
+    assert sorted(prepare.EASY_VERBS.values()) == sorted(prepare.HARD_VERBS.values()) == ["+"] * 4 + ["-"] * 4
+    easy, _ = prepare.problems(prepare.EASY_VERBS, seed=0, n_test=200)
+    row = next(r for r in easy if r["key"] == "sells:83,47")
+    assert row["completion"] == ("<think>13 - 7 = 6, borrow 1.\n8 - 1 = 7.\n7 - 4 = 3.</think>\n<answer>36</answer>")
+    assert row["ground_truth"] == "36"
+    assert all(r["completion"].endswith(f"<answer>{r['ground_truth']}</answer>") for r in easy)
+
+
+def _write_eval(run: Path, arm: str, pass1: float, t1: tuple[float, float] | None = None) -> None:
+    (run / "eval" / arm).mkdir(parents=True)
+    (run / "eval" / arm / "summary.json").write_text(json.dumps({"pass@1": pass1}))
+    if t1 is not None:
+        (run / "eval" / f"{arm}_t1").mkdir(parents=True)
+        (run / "eval" / f"{arm}_t1" / "summary.json").write_text(json.dumps({"pass@1": t1[0], "pass@8": t1[1]}))
+
+
+def test_summary_of_one_run_has_the_fixed_keys(tmp_path: Path) -> None:
+    run = tmp_path / "seed0"
+    _write_eval(run, "start", 0.2, (0.25, 0.75))
+    _write_eval(run, "grpo", 0.7, (0.6, 0.8))
+    _write_eval(run, "random_reward", 0.19)
+    (run / "data").mkdir()
+    (run / "data" / "test.jsonl").write_text(
+        json.dumps({"prompt": "p1", "type": "drops"}) + "\n" + json.dumps({"prompt": "p2", "type": "earns"}) + "\n"
+    )
+    (run / "eval" / "grpo" / "samples.jsonl").write_text(
+        json.dumps({"source_index": 0, "reward": 1.0, "reward_components": {"accuracy": {"score": 1.0}}})
+        + "\n"
+        + json.dumps({"source_index": 1, "reward": 0.0, "reward_components": {"accuracy": {"score": 0.0}}})
+        + "\n"
+    )
+    (run / "times.jsonl").write_text('{"phase": "sft", "seconds": 500}\n{"phase": "grpo", "seconds": 300}\n')
+    summary.main([str(run)])
+    out = json.loads((run / "summary.json").read_text())
+    assert out["start"] == {"pass1": 0.2, "pass1_t1": 0.25, "pass8_t1": 0.75, "easy_pass1": None, "pass1_by_type": {}}
+    assert out["grpo"]["pass1"] == 0.7 and out["grpo"]["pass1_by_type"] == {"drops": 1.0, "earns": 0.0}
+    assert out["random_reward"]["pass1"] == 0.19 and out["random_reward"]["pass8_t1"] is None
+    assert out["seconds"]["total"] == 800
+    table = (run / "summary.md").read_text()
+    assert "| GRPO, outcome supervision | 70.0% | 60.0% | 80.0% | - | +50.0 |" in table
+
+
+def test_summary_over_runs_gives_mean_and_range(tmp_path: Path) -> None:
+    for seed, (start, grpo) in enumerate([(0.1, 0.5), (0.2, 0.8), (0.3, 0.65)]):
+        _write_eval(tmp_path / f"seed{seed}", "start", start)
+        _write_eval(tmp_path / f"seed{seed}", "grpo", grpo)
+    summary.main([str(tmp_path / f"seed{s}") for s in range(3)])
+    out = json.loads((tmp_path / "summary.json").read_text())
+    assert out["mean"]["grpo"]["pass1"] == pytest.approx((0.5 + 0.8 + 0.65) / 3)
+    assert out["mean"]["start"]["pass1"] == pytest.approx(0.2)
+    table = (tmp_path / "summary.md").read_text()
+    assert "| GRPO, outcome supervision | 65.0% [50.0, 80.0] | - | - | - | +40.0, +60.0, +35.0 |" in table
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
+    """The whole script, shortened (4 cold-start steps, 1 step an arm, 8 held-out problems): every arm runs from
+    the start against a live reward server and ``summary.json`` has the fixed keys, each ``pass1`` a share of the
+    8 problems."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "PORT": str(port),
+        "PYTHON": sys.executable,
+        "SFT_STEPS": "4",
+        "RL_STEPS": "1",
+        "EVAL_PROMPTS": "8",
+        "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
+    }
+    done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads((out / "summary.json").read_text())
+    for arm in ("start", "grpo", "rft_offline", "rft_online", "random_reward", "process"):
+        assert 0.0 <= result[arm]["pass1"] <= 1.0 and (8 * result[arm]["pass1"]).is_integer(), (arm, result[arm])
+        assert result[arm]["pass8_t1"] is not None
+    assert len((out / "data" / "rl_prompts.jsonl").read_text().splitlines()) == 32  # 1 step of 32 prompts
+    assert (out / "grpo" / "checkpoint-1").is_dir() and (out / "random_reward" / "checkpoint-1").is_dir()
