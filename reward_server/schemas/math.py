@@ -68,6 +68,11 @@ class MathVerifyRequest(BaseModel):
         "A JSON number is read as its text."
     )
     options: MathOptionsModel | None = Field(None, description="Verification options.")
+    truncated: bool = Field(
+        False,
+        description="The completion hit the length limit without ending (`max_completion_length` reached, no EOS). "
+        "Only an explicit final answer (a box, an `<answer>` tag, an 'answer is' line) counts.",
+    )
 
 
 class MathVerifyResponse(BaseModel):

@@ -275,3 +275,21 @@ def test_interrupted_verifications_never_poison_later_verdicts(client: TestClien
     assert statuses == [("timeout", None)] * 24
     r = client.post("/v1/math/verify", json={"response": "\\boxed{42}", "ground_truth": "42"})
     assert r.json()["correct"] is True
+
+
+def test_truncated_flag_reaches_the_verifier(client: TestClient) -> None:
+    """``truncated: true`` (cut at the length limit) leaves only explicit answers; the fallback's last value of
+    the same text is paid without the flag (issue 23)."""
+    text = "We have 4^2 = 16 and so on"
+    items = [
+        {"id": "plain", "response": text, "ground_truth": "16"},
+        {"id": "cut", "response": text, "ground_truth": "16", "truncated": True},
+        {"id": "cut-boxed", "response": "\\boxed{16} and now we check 4", "ground_truth": "16", "truncated": True},
+    ]
+    results = client.post("/v1/rewards", json={"items": items}).json()["results"]
+    assert [x["reward"] for x in results] == [1.0, 0.0, 1.0]
+    assert results[1]["components"]["accuracy"]["status"] == "no_answer"
+    one = client.post("/v1/math/verify", json={"response": text, "ground_truth": "16", "truncated": True}).json()
+    assert (one["status"], one["reward"]) == ("no_answer", 0.0)
+    bad = client.post("/v1/math/verify", json={"response": text, "ground_truth": "16", "truncated": "maybe"})
+    assert bad.status_code == 422 and "truncated" in bad.text
