@@ -44,4 +44,5 @@ fi
     --abi "cp${pyver/./}" "${platforms[@]}" --dest "$wheels" "$wheels"/rlvr-*.whl pip >"$log" 2>&1 \
     || { cat "$log" >&2; exit 1; }
 
-exec "$here/build_image.sh" server "${RLVR_SERVER_IMAGE:-rlvr-server:latest}" "$base" "$packages"
+# Not `exec`: the EXIT trap above must still run, or every build leaves its scratch directory behind.
+"$here/build_image.sh" server "${RLVR_SERVER_IMAGE:-rlvr-server:latest}" "$base" "$packages"

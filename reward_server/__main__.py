@@ -48,7 +48,6 @@ def serve(
     """
     from reward_server.models import ModelCatalog, ModelError
     from reward_server.serving import serve as run_server
-    from reward_server.settings import Settings
 
     # Flags win over the environment; child processes (uvicorn workers) read the same variables.
     if host is not None:
@@ -57,12 +56,29 @@ def serve(
         os.environ["RLVR_PORT"] = str(port)
     if workers is not None:
         os.environ["RLVR_HTTP_WORKERS"] = str(workers)
-    settings = Settings()
+    settings = _settings()
     try:  # a configured reward model that cannot be used: one line now, not a traceback from each worker
         ModelCatalog.from_settings(settings)
     except ModelError as exc:
         _fail(str(exc), 2)
     run_server(settings)
+
+
+def _settings() -> Any:
+    """The server's :class:`Settings` from the environment; a bad ``RLVR_*`` value stops here with one line that
+    names the variable (pydantic's own message is a traceback of several lines)."""
+    from pydantic import ValidationError
+
+    from reward_server.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        # A field's error names its variable; a check across fields (a model validator) names them in its text.
+        where = f"RLVR_{'_'.join(map(str, err['loc'])).upper()}: " if err["loc"] else ""
+        _fail(f"bad setting: {where}{msg}", 2)
 
 
 def _read_items(path: Path) -> tuple[list[dict[str, Any]], list[int]]:

@@ -83,10 +83,15 @@ class ScoringContext:
 
 
 async def run_math(
-    ctx: ScoringContext, response: str, ground_truth: str, options: MathOptionsModel | None = None
+    ctx: ScoringContext,
+    response: str,
+    ground_truth: str,
+    options: MathOptionsModel | None = None,
+    *,
+    truncated: bool = False,
 ) -> MathVerdict:
     """Verify one math response on the pool, under its deadline; a hang is ``timeout``, a crash ``error``."""
-    item = ItemFields(response, "math", ground_truth=ground_truth)
+    item = ItemFields(response, "math", ground_truth=ground_truth, truncated=truncated)
     params = AccuracyParams(math=options)
     payload = (item.as_tuple(), (("accuracy", params),))
     outcome = await ctx.math_pool.submit(payload, timeout_s=ctx.math_item_timeout_s(options))
@@ -123,14 +128,25 @@ class ItemFields:
     language: str | None = None
     prompt: str | None = None
     ground_truth: str | None = None
+    truncated: bool = False
 
     @classmethod
     def of(cls, item: RewardItem) -> ItemFields:
-        return cls(item.response, item.task, item.num_tokens, item.language, item.prompt, item.ground_truth)
+        return cls(
+            item.response, item.task, item.num_tokens, item.language, item.prompt, item.ground_truth, item.truncated
+        )
 
     def as_tuple(self) -> tuple[Any, ...]:
         """The fields in order, as the worker pool sends them (``ItemFields(*t)`` rebuilds them)."""
-        return (self.response, self.task, self.num_tokens, self.language, self.prompt, self.ground_truth)
+        return (
+            self.response,
+            self.task,
+            self.num_tokens,
+            self.language,
+            self.prompt,
+            self.ground_truth,
+            self.truncated,
+        )
 
 
 @dataclass(frozen=True)
@@ -193,7 +209,9 @@ def _math_accuracy(item: ItemFields, params: AccuracyParams, done: Mapping[str, 
     # In a worker: verify_payload keeps the worker's cache of parsed references (a group parses it once).
     assert item.ground_truth is not None  # enforced when the batch is validated
     options = params.math.model_dump(exclude={"timeout_s"}) if params.math is not None else {}
-    v = verify_payload({"response": item.response, "ground_truth": item.ground_truth, "options": options})
+    v = verify_payload(
+        {"response": item.response, "ground_truth": item.ground_truth, "options": options, "truncated": item.truncated}
+    )
     info: dict[str, Any] = {"extracted_answer": v["extracted_answer"], "ground_truth_parsed": v["ground_truth_parsed"]}
     if v["correct"] is not None:
         info["correct"] = v["correct"]

@@ -49,6 +49,10 @@ def _raw_response(status: int, reason: str, detail: str) -> bytes:
     return head.encode() + body
 
 
+class _HeadersTooLarge(Exception):
+    """Raised from a parser callback to stop parsing headers over :data:`MAX_HEADER_BYTES`."""
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a header deadline, a header size limit and a lingering limit."""
 
@@ -60,6 +64,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._in_headers = True  # waiting for (the rest of) a request's line and headers
         self._header_bytes = 0
+        self._parsed_header_bytes = 0  # the request line and headers the parser has handed over
         self._body_done = True
         self._linger_until: float | None = None
         self._linger_bytes = 0
@@ -97,8 +102,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._linger_until = None
         self._arm_header_timer()
 
+    def on_url(self, url: bytes) -> None:
+        self._parsed_header_bytes += len(url)
+        self._check_parsed_headers()
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._parsed_header_bytes += len(name) + len(value) + 4  # "name: value\r\n"
+        self._check_parsed_headers()
+        super().on_header(name, value)
+
     def on_headers_complete(self) -> None:
         self._in_headers = False
+        self._parsed_header_bytes = 0
         self._header_bytes = 0
         self._cancel_header_timer()
         super().on_headers_complete()
@@ -122,6 +138,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._linger_bytes = 0
 
     # -------------------------------------------------------------- internals
+
+    def _check_parsed_headers(self) -> None:
+        # Headers that end within one chunk never reach the count in data_received; the parser's own count
+        # catches them (the 400 uvicorn then writes for the failed parse goes nowhere: the 431 closed it).
+        if self._parsed_header_bytes > MAX_HEADER_BYTES:
+            if not self.transport.is_closing():
+                self._count("header_too_large")
+                self._reject(431, "Request Header Fields Too Large", f"request headers over {MAX_HEADER_BYTES} bytes")
+            raise _HeadersTooLarge
 
     def _arm_header_timer(self) -> None:
         if self._header_timer is None:

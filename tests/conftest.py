@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +78,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if not item.get_closest_marker("vllm")]
+
+
+#: Longest skip reason printed in the end-of-run summary (a reason can quote a whole path or command).
+_REASON_CHARS = 200
+
+
+def skip_summary(reasons: list[str]) -> list[str]:
+    """The end-of-run lines for skipped tests: one per distinct reason, the most frequent first, each with its
+    count (``"skipped 12: docker is not running ..."``)."""
+    counts = Counter(r if len(r) <= _REASON_CHARS else r[: _REASON_CHARS - 3] + "..." for r in reasons)
+    return [f"skipped {n}: {reason}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (file, line, "Skipped: why")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> Iterator[None]:
+    """Say at the end of the run what was skipped and why: pytest's closing line gives only a count, and 325
+    skipped tests (Docker absent) read like a pass. The outermost wrapper, so these lines come after ``-ra``'s
+    one line per skipped location, just above the closing line."""
+    yield
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if isinstance(r, pytest.TestReport)]
+    if not skipped:
+        return
+    terminalreporter.write_sep("-", f"{len(skipped)} skipped, by reason")
+    for line in skip_summary([_skip_reason(r) for r in skipped]):
+        terminalreporter.write_line(line)

@@ -252,8 +252,10 @@ def reward_item(
     num_tokens: int,
     prompt_column: str,
     steps: Mapping[str, Any] | None = None,
+    truncated: bool = False,
 ) -> RewardItem:
-    """The :class:`RewardItem` that scores ``completion`` of ``row`` (asking for step rewards with ``steps``)."""
+    """The :class:`RewardItem` that scores ``completion`` of ``row`` (asking for step rewards with ``steps``);
+    ``truncated``: the completion hit ``max_completion_length`` without EOS."""
     truth = row.get("ground_truth")
     prompt = row.get(prompt_column)
     if isinstance(prompt, list):  # chat messages: the last user turn is what the language check needs
@@ -271,6 +273,7 @@ def reward_item(
         group_id=group_id,
         prompt=prompt,
         steps=steps,
+        truncated=truncated,
     )
 
 
@@ -282,9 +285,14 @@ def reward_items(
     id_prefix: str,
     prompt_column: str = "prompt",
     steps: Mapping[str, Any] | None = None,
+    truncated: Sequence[bool] | None = None,
 ) -> list[RewardItem]:
     """One item per completion; ids are ``{id_prefix}-p{prompt}-c{completion}`` (stable across retries) and the
-    group id is ``{id_prefix}-p{prompt}``."""
+    group id is ``{id_prefix}-p{prompt}``. ``truncated`` (one per completion, the rollout's ``is_truncated``)
+    marks those cut at the length limit: only an explicit final answer counts for them (issue 23)."""
+    cut = [False] * len(texts) if truncated is None else [bool(t) for t in truncated]
+    if len(cut) != len(texts):
+        raise ValueError(f"truncated has {len(cut)} flags for {len(texts)} completions")
     return [
         reward_item(
             rows[p],
@@ -294,6 +302,7 @@ def reward_items(
             num_tokens=int(n),
             prompt_column=prompt_column,
             steps=steps,
+            truncated=t,
         )
-        for j, (p, text, n) in enumerate(zip(prompt_index, texts, lengths, strict=True))
+        for j, (p, text, n, t) in enumerate(zip(prompt_index, texts, lengths, cut, strict=True))
     ]

@@ -316,6 +316,7 @@ def sample(
                     batch.completion_lengths.tolist(),
                     f"sample-c{lo}",
                     config.prompt_column,
+                    truncated=batch.is_truncated.tolist(),
                 )
                 pending.append((lo, batch, scorer.submit(items)))
                 while len(pending) > 1:  # the chunk before this one was scored while this one generated

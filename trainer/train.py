@@ -279,6 +279,7 @@ def evaluate(
             [int(batch.completion_lengths[k]) for k in real],
             id_prefix,
             config.prompt_column,
+            truncated=[bool(batch.is_truncated[k]) for k in real],
         )
         if items:  # a rank with fewer prompts than ranks has only padding
             futures.append(scorer.submit(items))
@@ -728,6 +729,7 @@ def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
             prefix,
             config.prompt_column,
             steps=_steps_request(config),
+            truncated=chunk.is_truncated.tolist(),
         )
         futures.append(run.scorer.submit(items))
         chunks.append(chunk)

@@ -87,6 +87,9 @@ class RewardItem:
         tests: code tests, for ``task == "code"``.
         group_id: the group (prompt) the completion belongs to.
         prompt: the prompt text, from which the server can tell the target language when ``language`` is unset.
+        truncated: the completion reached the length limit without EOS (``max_completion_length``); math
+            accuracy then counts only an explicit final answer (a box, an answer tag, an "answer is" line).
+            Sent only when true.
         steps: ask for step rewards, e.g. ``{"component": "arithmetic", "separator": "\\n\\n"}`` (process
             supervision); the result's ``steps`` then holds each step's span and score.
     """
@@ -103,6 +106,7 @@ class RewardItem:
     group_id: str | None = None
     prompt: str | None = None
     steps: Mapping[str, Any] | None = None
+    truncated: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The item as the JSON object the server expects (``None`` fields left out)."""
@@ -115,6 +119,8 @@ class RewardItem:
             body["components"] = dict(self.components)
         if self.steps is not None:
             body["steps"] = dict(self.steps)
+        if self.truncated:
+            body["truncated"] = True
         return body
 
 

@@ -40,7 +40,13 @@ NULL_REWARD = 0.0
 
 
 def item_for_sample(
-    prompt: Any, response: str, label: Any, *, item_id: str, num_tokens: int | None = None
+    prompt: Any,
+    response: str,
+    label: Any,
+    *,
+    item_id: str,
+    num_tokens: int | None = None,
+    truncated: bool = False,
 ) -> RewardItem:
     """The :class:`RewardItem` for one slime sample.
 
@@ -51,6 +57,8 @@ def item_for_sample(
     fields.setdefault("task", "math")
     if num_tokens is not None:
         fields.setdefault("num_tokens", num_tokens)
+    if truncated:
+        fields["truncated"] = True
     return RewardItem(id=item_id, response=response, prompt=prompt_text(prompt), **fields)
 
 
@@ -72,8 +80,15 @@ def _config() -> tuple[str | None, dict[str, Any] | None]:
 
 def _item(sample: Any, item_id: str) -> RewardItem:
     length = getattr(sample, "response_length", None)
+    # slime marks a generation cut at its length limit with Sample.Status.TRUNCATED (value "truncated").
+    status = getattr(sample, "status", None)
     return item_for_sample(
-        sample.prompt, sample.response, sample.label, item_id=item_id, num_tokens=length if length else None
+        sample.prompt,
+        sample.response,
+        sample.label,
+        item_id=item_id,
+        num_tokens=length if length else None,
+        truncated=str(getattr(status, "value", status)).lower() == "truncated",
     )
 
 

@@ -55,8 +55,24 @@ def component_score(result: RewardResult, name: str) -> float | None:
     return (result.reward - sum(c.weight * c.score for c in others if c.score is not None)) / own.weight
 
 
+def _truncated(columns: Mapping[str, Any], i: int, max_completion_length: int | None) -> bool:
+    """Was completion ``i`` cut at the length limit? A ``truncated`` column says so; else, with
+    ``max_completion_length``, TRL's ``completion_ids`` reaching it does. (TRL 1.16 does not pass its own
+    is-EOS mask to reward functions, so a completion whose EOS is exactly its last allowed token also reads as
+    truncated: only an explicit final answer then counts for it, the safe side.)"""
+    flag = _column(columns, "truncated", i)
+    if flag is not None:
+        return bool(flag)
+    ids = _column(columns, "completion_ids", i)
+    return max_completion_length is not None and ids is not None and len(ids) >= max_completion_length
+
+
 def _items(
-    completions: Sequence[Any], columns: Mapping[str, Any], task: str, ground_truth_column: str
+    completions: Sequence[Any],
+    columns: Mapping[str, Any],
+    task: str,
+    ground_truth_column: str,
+    max_completion_length: int | None = None,
 ) -> list[RewardItem]:
     batch = uuid.uuid4().hex[:12]
     items = []
@@ -82,6 +98,7 @@ def _items(
                 num_tokens=None if ids is None else len(ids),
                 tests=_column(columns, "tests", i),
                 prompt=None if prompt is None else prompt_text(prompt),
+                truncated=_truncated(columns, i, max_completion_length),
             )
         )
     return items
@@ -99,8 +116,10 @@ class _StepScorer:
         components: Mapping[str, ComponentSpec] | None,
         preset: str | None,
         ground_truth_column: str,
+        max_completion_length: int | None = None,
     ) -> None:
         self.client = client
+        self.max_completion_length = max_completion_length
         self.task = task
         self.components = components
         self.preset = preset
@@ -112,7 +131,7 @@ class _StepScorer:
         texts = [_completion_text(c) for c in completions]
         if self._last is not None and self._last[0] is completions and self._last[1] == texts:
             return self._last[2]
-        items = _items(completions, columns, self.task, self.ground_truth_column)
+        items = _items(completions, columns, self.task, self.ground_truth_column, self.max_completion_length)
         results = self.client.score(items, components=self.components, preset=self.preset)
         self.requests_sent += 1
         self._last = (completions, texts, results)
@@ -134,6 +153,7 @@ def reward_function(
     component: str | None = None,
     ground_truth_column: str = "ground_truth",
     name: str | None = None,
+    max_completion_length: int | None = None,
 ) -> Callable[..., list[float | None]]:
     """A reward function for TRL's ``GRPOTrainer(reward_funcs=[...])`` that scores through the reward server.
 
@@ -154,13 +174,20 @@ def reward_function(
         ground_truth_column: the dataset column with the reference answer (TRL datasets often call it
             ``solution`` or ``answer``).
         name: the function's ``__name__``, which TRL uses in its metric names.
+        max_completion_length: the ``GRPOConfig`` value; a completion whose ``completion_ids`` reach it is sent
+            as ``truncated`` (only an explicit final answer counts for it). A ``truncated`` column wins.
 
     Raises (when called):
         KeyError: the dataset lacks ``ground_truth_column`` for a math task.
         RewardServerError: the server refused the batch or stayed unreachable.
     """
     scorer = _StepScorer(
-        _client_of(client), task=task, components=components, preset=preset, ground_truth_column=ground_truth_column
+        _client_of(client),
+        task=task,
+        components=components,
+        preset=preset,
+        ground_truth_column=ground_truth_column,
+        max_completion_length=max_completion_length,
     )
     return _function(scorer, component, name)
 
@@ -171,6 +198,7 @@ def reward_functions(
     components: Mapping[str, ComponentSpec],
     task: str = "math",
     ground_truth_column: str = "ground_truth",
+    max_completion_length: int | None = None,
 ) -> list[Callable[..., list[float | None]]]:
     """One TRL reward function per component, named ``rlvr_<component>``, for per-component curves in TRL's logs
     and TRL's own weights: ``GRPOConfig(reward_weights=[...])``, in the order of ``components``.
@@ -181,11 +209,16 @@ def reward_functions(
     Args:
         client: as :func:`reward_function`.
         components: the components, e.g. ``{"accuracy": 1, "format": {"mode": "soft"}}``.
-        task, ground_truth_column: as :func:`reward_function`.
+        task, ground_truth_column, max_completion_length: as :func:`reward_function`.
     """
     unit = {n: {**spec, "weight": 1.0} if isinstance(spec, Mapping) else 1.0 for n, spec in components.items()}
     scorer = _StepScorer(
-        _client_of(client), task=task, components=unit, preset=None, ground_truth_column=ground_truth_column
+        _client_of(client),
+        task=task,
+        components=unit,
+        preset=None,
+        ground_truth_column=ground_truth_column,
+        max_completion_length=max_completion_length,
     )
     return [_function(scorer, name, None) for name in components]
 

@@ -56,7 +56,9 @@ CODE_SOURCES = frozenset(
 )
 #: The training reward of a sample the server could not score (see the module's docstring).
 NULL_SCORE = 0.0
-_EXTRA_KEYS = ("task", "tests", "language", "components", "preset", "num_tokens")
+# verl's reward managers pass no truncation to ``compute_score``; a custom manager or dataset hook that knows
+# it (``valid_response_length == response_length`` without EOS) can set ``extra_info["truncated"]``.
+_EXTRA_KEYS = ("task", "tests", "language", "components", "preset", "num_tokens", "truncated")
 
 
 def _task(data_source: Any, extra_info: Mapping[str, Any]) -> str:

@@ -36,7 +36,9 @@ async def verify(
         raise HTTPException(status_code=422, detail=errors)
     with budget.admit(1):
         verdict = await unless_disconnected(
-            http, run_math(scoring, request.response, request.ground_truth, request.options), stop=drain.stop
+            http,
+            run_math(scoring, request.response, request.ground_truth, request.options, truncated=request.truncated),
+            stop=drain.stop,
         )
     if scoring.metrics is not None:
         scoring.metrics.items.labels("math").inc()

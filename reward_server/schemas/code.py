@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from sandbox import (
     AssertTests,
@@ -38,8 +38,12 @@ class CodeLimits(BaseModel):
     time_s: float | None = Field(
         None,
         gt=0,
+        # 600 s is the most any server allows (RLVR_SANDBOX_MAX_TIME_S's bound): past it, a 422 rather than a
+        # silent cap (1e12 is a mistake, not a wish to wait the server's maximum).
+        le=600,
         allow_inf_nan=False,  # NaN would read as "should be greater than 0"; infinity is no limit at all
-        description="CPU-time limit per run / test case, in seconds (all the program's processes). A run that "
+        description="CPU-time limit per run / test case, in seconds (all the program's processes), at most 600 "
+        "(else 422), then capped by the server's `RLVR_SANDBOX_MAX_TIME_S` (30 s by default). A run that "
         "uses no CPU (asleep, blocked) ends after this + 0.5 s of wall-clock time not spent waiting for a CPU.",
     )
     memory_mb: int | None = Field(None, gt=0, description="Memory (address space) limit, in MiB.")
@@ -205,7 +209,21 @@ class CallTestsIn(BaseModel):
         return CallTests(self.fn_name, cases, abs_tol=self.abs_tol, rel_tol=self.rel_tol)
 
 
-CodeTests = Annotated[StdioTestsIn | AssertTestsIn | CallTestsIn, Field(discriminator="type")]
+def _tests_not_a_list(value: Any) -> Any:
+    """A list where the test object belongs gets a 422 that shows the object's shape (pydantic's own message
+    only says "a valid dictionary")."""
+    if isinstance(value, list):
+        raise ValueError(
+            "tests must be an object with a 'type', not a list: {'type': 'assert', 'test_list': ['assert f(1) == "
+            "2']}, {'type': 'stdio', 'cases': [{'input': '1 2', 'output': '3'}]} or {'type': 'call', 'fn_name': "
+            "'f', 'cases': [{'input': [1], 'output': 2}]}"
+        )
+    return value
+
+
+CodeTests = Annotated[
+    StdioTestsIn | AssertTestsIn | CallTestsIn, Field(discriminator="type"), BeforeValidator(_tests_not_a_list)
+]
 
 
 class CodeTestRequest(_Program):

@@ -22,6 +22,8 @@ def _number_as_text(value: Any) -> Any:
 
 GroundTruth = Annotated[str, BeforeValidator(_number_as_text)]
 
+#: The shortest per-item ``timeout_s`` accepted, in seconds (1 ms): below it a worker could not even start the item.
+MIN_TIMEOUT_S = 0.001
 _EXAMPLE_RESPONSE = "<think>7 * 6 = 42</think>\nThe answer is $\\boxed{42}$."
 
 
@@ -41,8 +43,12 @@ class MathOptionsModel(BaseModel):
     )
     timeout_s: float | None = Field(
         None,
-        gt=0,
-        description="Time limit for this item, in its own time on a worker (capped by the server's maximum).",
+        # A denormal (5e-324) or sub-millisecond limit is no limit a worker can keep: refused, not rounded.
+        ge=MIN_TIMEOUT_S,
+        le=600,
+        allow_inf_nan=False,
+        description="Time limit for this item, in its own time on a worker, in seconds: at least 0.001 and at "
+        "most 600 (else 422), then capped by the server's maximum (`RLVR_MATH_MAX_TIMEOUT_S`).",
     )
 
     def to_options(self) -> MathOptions:
@@ -68,6 +74,11 @@ class MathVerifyRequest(BaseModel):
         "A JSON number is read as its text."
     )
     options: MathOptionsModel | None = Field(None, description="Verification options.")
+    truncated: bool = Field(
+        False,
+        description="The completion hit the length limit without ending (`max_completion_length` reached, no EOS). "
+        "Only an explicit final answer (a box, an `<answer>` tag, an 'answer is' line) counts.",
+    )
 
 
 class MathVerifyResponse(BaseModel):

@@ -61,6 +61,11 @@ class RewardItem(BaseModel):
         description="Completion length in tokens (for `overlong`/`cosine`); characters are used if absent.",
     )
     group_id: str | None = Field(None, max_length=256, description="The group (prompt) this completion belongs to.")
+    truncated: bool = Field(
+        False,
+        description="The completion hit the length limit without ending (`max_completion_length` reached, no EOS). "
+        "Only an explicit final answer (a box, an `<answer>` tag, an 'answer is' line) counts (math `accuracy`).",
+    )
     components: dict[str, ComponentSpec] | None = Field(
         None,
         description="Component name -> weight, or -> {'weight': w, ...params}. Overrides the request's "

@@ -22,8 +22,8 @@ from rlvr_client.client import (
     client_from_env,
     server_urls_from_env,
 )
-from rlvr_client.slime import _group_rewards
-from rlvr_client.trl import component_score, reward_functions
+from rlvr_client.slime import _group_rewards, _item
+from rlvr_client.trl import component_score, reward_function, reward_functions
 from rlvr_client.verl import _as_verl, item_for_sample
 
 
@@ -160,6 +160,13 @@ def test_concurrent_per_sample_calls_go_out_as_one_request() -> None:
         (
             "mine",
             "42",
+            {"truncated": True},
+            {"task": "math", "ground_truth": "42", "truncated": True},
+            "a truncated flag that a custom reward manager put in extra_info",
+        ),
+        (
+            "mine",
+            "42",
             {"task": "math", "language": "fr", "index": 3},
             {"task": "math", "ground_truth": "42", "language": "fr"},
             "extra_info fields; verl's own keys are left out",
@@ -214,3 +221,34 @@ def test_slime_unscored_sample_is_removed_and_keeps_its_group_mean() -> None:
     assert [s.remove_sample for s in group] == [False, True, False, False]
     alone = [_Sample()]
     assert _group_rewards(alone, [_result(None)]) == [0.0] and alone[0].remove_sample
+
+
+def test_trl_sends_truncated_for_completions_that_reach_max_completion_length() -> None:
+    """``completion_ids`` of length ``max_completion_length`` (4 here) mean cut at the limit; a ``truncated``
+    column overrides; without ``max_completion_length`` nothing is sent (issue 23)."""
+    seen: list[dict[str, Any]] = []
+    client = RewardClient("http://rm", client=httpx.Client(transport=httpx.MockTransport(lambda r: _answer(r, seen))))
+    columns = {"ground_truth": ["42"] * 3, "completion_ids": [[1, 2, 3, 4], [1, 2, 3], [1, 2, 3, 4, 5]]}
+    reward_function(client, max_completion_length=4)(["so 42", "so 42", "so 42"], **columns)
+    assert [it.get("truncated", False) for it in seen[-1]["body"]["items"]] == [True, False, True]
+    reward_function(client, max_completion_length=4)(
+        ["so 42"], ground_truth=["42"], completion_ids=[[1, 2, 3, 4]], truncated=[False]
+    )
+    assert "truncated" not in seen[-1]["body"]["items"][0]
+    reward_function(client)(["so 42"], ground_truth=["42"], completion_ids=[[1, 2, 3, 4]])
+    assert "truncated" not in seen[-1]["body"]["items"][0]
+
+
+class _Status:  # slime's Sample.Status members carry their name as a lower-case value
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+def test_slime_truncated_status_is_sent() -> None:
+    cut = _Sample(response="4^2 = 16 and", label="16", response_length=8)
+    cut.status = _Status("truncated")  # type: ignore[attr-defined]
+    done = _Sample(response="16", label="16", response_length=2)
+    done.status = _Status("completed")  # type: ignore[attr-defined]
+    assert _item(cut, "a").to_json()["truncated"] is True
+    assert "truncated" not in _item(done, "b").to_json()
+    assert "truncated" not in _item(_Sample(response="16", label="16"), "c").to_json()  # no status: not sent

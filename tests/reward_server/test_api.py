@@ -105,6 +105,10 @@ def test_weights_and_unknown_component(client: TestClient) -> None:
     assert r.json()["detail"][0]["loc"] == ["body", "items", 0, "components", "accuracy", "math", "fallbak"]
 
 
+_ITEM = {"id": "a", "response": "x", "ground_truth": "1"}
+_CODE_ITEM = {"id": "a", "task": "code", "response": "x", "tests": {"type": "assert", "test_list": ["assert 1"]}}
+
+
 @pytest.mark.parametrize(
     ("body", "loc"),
     [
@@ -124,6 +128,19 @@ def test_weights_and_unknown_component(client: TestClient) -> None:
             ["body", "items", 1, "id"],
         ),
         ({"items": [{"id": "a", "response": "x" * 10_001, "ground_truth": "1"}]}, ["body", "items", 0, "response"]),
+        # a denormal or sub-millisecond limit is refused, not rounded to a verdict (minimum 0.001 s)
+        *[
+            (
+                {"items": [_ITEM], "components": {"accuracy": {"math": {"timeout_s": t}}}},
+                ["body", "components", "accuracy", "math", "timeout_s"],
+            )
+            for t in (5e-324, 1e-4, 0.0)
+        ],
+        # a CPU limit past any server's maximum (600 s) is refused, not silently capped
+        (
+            {"items": [_CODE_ITEM], "components": {"accuracy": {"code": {"limits": {"time_s": 1e12}}}}},
+            ["body", "components", "accuracy", "code", "limits", "time_s"],
+        ),
     ],
 )
 def test_malformed_request_is_422_naming_the_field(client: TestClient, body: dict, loc: list) -> None:
@@ -275,3 +292,35 @@ def test_interrupted_verifications_never_poison_later_verdicts(client: TestClien
     assert statuses == [("timeout", None)] * 24
     r = client.post("/v1/math/verify", json={"response": "\\boxed{42}", "ground_truth": "42"})
     assert r.json()["correct"] is True
+
+
+def test_truncated_flag_reaches_the_verifier(client: TestClient) -> None:
+    """``truncated: true`` (cut at the length limit) leaves only explicit answers; the fallback's last value of
+    the same text is paid without the flag (issue 23)."""
+    text = "We have 4^2 = 16 and so on"
+    items = [
+        {"id": "plain", "response": text, "ground_truth": "16"},
+        {"id": "cut", "response": text, "ground_truth": "16", "truncated": True},
+        {"id": "cut-boxed", "response": "\\boxed{16} and now we check 4", "ground_truth": "16", "truncated": True},
+    ]
+    results = client.post("/v1/rewards", json={"items": items}).json()["results"]
+    assert [x["reward"] for x in results] == [1.0, 0.0, 1.0]
+    assert results[1]["components"]["accuracy"]["status"] == "no_answer"
+    one = client.post("/v1/math/verify", json={"response": text, "ground_truth": "16", "truncated": True}).json()
+    assert (one["status"], one["reward"]) == ("no_answer", 0.0)
+    bad = client.post("/v1/math/verify", json={"response": text, "ground_truth": "16", "truncated": "maybe"})
+    assert bad.status_code == 422 and "truncated" in bad.text
+
+
+def test_code_tests_sent_as_a_list_get_the_object_shape(client: TestClient) -> None:
+    item = {"id": "a", "task": "code", "response": "x", "tests": ["assert f(1) == 2"]}
+    r = client.post("/v1/rewards", json={"items": [item]})
+    assert r.status_code == 422
+    [err] = r.json()["detail"]
+    assert err["loc"] == ["body", "items", 0, "tests"]
+    assert "not a list" in err["msg"] and "{'type': 'assert', 'test_list': [" in err["msg"]
+
+
+def test_a_millisecond_timeout_is_accepted(client: TestClient) -> None:
+    body = {"items": [_ITEM], "components": {"accuracy": {"math": {"timeout_s": 0.001}}}}
+    assert client.post("/v1/rewards", json=body).status_code == 200

@@ -307,6 +307,10 @@ def _raw(hardened: ServerProcess, data: bytes, wait_s: float = 15.0) -> tuple[by
         (b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nX-Slow: ", b"408"),  # headers that never end (slowloris)
         (b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{", b"408"),  # a body that stops
         (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 70_000, b"431"),  # headers too large
+        # complete headers of 100 KiB in one write: the parser ends them within one chunk, yet they are too large
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 100 * 1024 + b"\r\n\r\n", b"431"),
+        # and 63 KiB, under the limit, pass
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: " + b"a" * 63 * 1024 + b"\r\n\r\n", b"200"),
     ],
 )
 def test_slow_clients_are_cut_off(hardened: ServerProcess, data: bytes, status: bytes) -> None:

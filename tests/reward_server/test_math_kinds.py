@@ -319,3 +319,26 @@ def test_choice_hint_only_for_letter_references() -> None:
     text = "By symmetry it's B that we need, and B = 12"
     assert extract_final_answer(text, choice=True).parts == ("B",)
     assert extract_final_answer(text).parts == ("12",)
+
+
+# Issue 23, forms that rule verifiers miss: right answers written another way, and the near misses of each
+# form, which stay wrong.
+EQUIVALENT_FORMS = [
+    ("\\boxed{\\frac{3-t}s}", "\\frac{3-t}{s}", True, "one-letter denominator without braces"),
+    ("\\boxed{\\frac{a+1}b}", "\\frac{a+1}{b}", True, "another one-letter denominator"),
+    ("\\boxed{\\frac{7}2}", "3.5", True, "a one-digit denominator after a braced numerator"),
+    ("\\boxed{\\frac{3+t}s}", "\\frac{3-t}{s}", False, "near miss: a sign in the numerator"),
+    ("\\boxed{\\frac{a+1}c}", "\\frac{a+1}{b}", False, "near miss: another denominator"),
+    ("\\boxed{72\\textcirc}", "72^\\circ", True, "\\textcirc typo for \\circ"),
+    ("\\boxed{72^\\textcirc}", "72", True, "^\\textcirc typo"),
+    ("\\boxed{72\\textdegree}", "72^\\circ", True, "\\textdegree"),
+    ("\\boxed{27\\textcirc}", "72^\\circ", False, "near miss: digits swapped"),
+    ("\\boxed{73\\textcirc}", "72", False, "near miss: off by one degree"),
+]
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "expected", "why"), EQUIVALENT_FORMS, ids=[r[3] for r in EQUIVALENT_FORMS]
+)
+def test_equivalent_forms_and_their_near_misses(response: str, reference: str, expected: bool, why: str) -> None:
+    assert verify_math(response, reference).correct is expected

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from pydantic import ValidationError
 
@@ -35,3 +39,21 @@ def test_bad_values_fail_fast(monkeypatch: pytest.MonkeyPatch, var: str, value: 
 def test_timeout_above_its_cap_is_rejected() -> None:
     with pytest.raises(ValidationError, match="RLVR_MATH_MAX_TIMEOUT_S"):
         Settings(math_timeout_s=60, math_max_timeout_s=30)
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "says"),
+    [
+        ("RLVR_API_KEYS", "short", "an API key in RLVR_API_KEYS has 5 characters; at least 16"),
+        ("RLVR_MAX_QUEUED_ITEMS", "10", "max_queued_items (10) must be at least max_batch_items (4096)"),
+        ("RLVR_PORT", "abc", "RLVR_PORT: Input should be a valid integer"),
+    ],
+)
+def test_a_bad_setting_stops_the_server_with_one_line(var: str, value: str, says: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLVR_")}
+    run = subprocess.run(
+        [sys.executable, "-m", "reward_server"], env={**env, var: value}, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: bad setting: ") and says in run.stderr
+    assert "Traceback" not in run.stderr and "pydantic" not in run.stderr

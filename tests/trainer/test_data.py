@@ -213,3 +213,14 @@ def test_parquet_and_csv_files_load(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
     with pytest.raises(DataError, match=r"unknown file type '\.txt'"):
         load_rows(str(tmp_path / "a.txt"), "train")
+
+
+def test_reward_items_carry_the_truncated_flag() -> None:
+    """The rollout's ``is_truncated`` goes on each item; only true flags go on the wire (issue 23)."""
+    rows = [{"prompt": "p", "ground_truth": "1"}]
+    items = reward_items(rows, [0, 0], ["x", "y"], [4, 2], "r", truncated=[True, False])
+    assert [it.truncated for it in items] == [True, False]
+    assert items[0].to_json()["truncated"] is True and "truncated" not in items[1].to_json()
+    assert [it.truncated for it in reward_items(rows, [0], ["x"], [1], "r")] == [False]
+    with pytest.raises(ValueError, match="truncated has 1 flags for 2 completions"):
+        reward_items(rows, [0, 0], ["x", "y"], [1, 1], "r", truncated=[True])

@@ -10,7 +10,10 @@ Extraction (:func:`extract_final_answer`), from the text after the last ``</thin
    (``,``, ``and``, ``or``) belong to the same final answer (``\\boxed{2}, \\boxed{5}``);
 2. else the last ``<answer>...</answer>`` tag (an unterminated last tag is no answer);
 3. else the last "final answer is ...", "answer is ...", "Answer: ..." or ``#### ...`` line;
-4. else (fallback, on by default, ``options.fallback``) the last number or LaTeX math span of the text.
+4. else (fallback, on by default, ``options.fallback``) the last number or LaTeX math span of the text,
+   unless the text stops in unfinished working: a chain that ends in ``=`` or an operator
+   (``7 \\cdot 6 \\cdot 12 - 220 =``), or a math span opened on the last line and never closed (``$3^3=``).
+   An item marked ``truncated`` (cut at the length limit) never gets a letter or fallback answer.
 
 Comparison (:func:`answers_match`):
 
@@ -76,6 +79,8 @@ def verify_math(
     response: str,
     ground_truth: str | Reference,
     options: MathOptions | None = None,
+    *,
+    truncated: bool = False,
 ) -> MathVerdict:
     """Verify one response against a reference answer.
 
@@ -83,6 +88,9 @@ def verify_math(
         response: the completion text.
         ground_truth: the reference answer (see :func:`parse_reference`), or an already parsed one.
         options: the comparison options.
+        truncated: the completion hit the length limit without ending (``max_completion_length``, no EOS):
+            only an explicit final answer (a box, an ``<answer>`` tag, an "answer is" line) counts, never
+            the fallback's last value, which in a cut text is working, not a result (issue 23).
 
     Returns:
         A :class:`MathVerdict`. Never raises for bad input: an unparsable reference gives
@@ -93,7 +101,9 @@ def verify_math(
     ref = ground_truth if isinstance(ground_truth, Reference) else parse_reference(ground_truth, options)
     if ref.invalid:
         return MathVerdict(MathStatus.INVALID_GROUND_TRUTH, None, detail=ref.invalid)
-    extraction = extract_final_answer(response, fallback=options.fallback, choice=ref.kind == "choice")
+    extraction = extract_final_answer(
+        response, fallback=options.fallback, choice=ref.kind == "choice", explicit_only=truncated
+    )
     if not extraction.parts:
         return MathVerdict(MathStatus.NO_ANSWER, False, None, ref.shown, extraction.detail)
     answer = ", ".join(extraction.parts)
@@ -138,7 +148,7 @@ def options_from_dict(d: dict[str, Any] | None) -> MathOptions:
 
 
 def verify_payload(payload: dict[str, Any]) -> dict[str, Any]:
-    """Worker entry point: ``{"response", "ground_truth", "options"?, "timeout_s"?}`` -> verdict dict.
+    """Worker entry point: ``{"response", "ground_truth", "options"?, "truncated"?, "timeout_s"?}`` -> verdict dict.
 
     ``timeout_s`` arms a soft deadline (SIGALRM) that turns a slow sympy call into ``timeout`` without
     killing the worker; code stuck in C ignores it, and the pool's hard deadline kills the worker instead.
@@ -149,7 +159,7 @@ def verify_payload(payload: dict[str, Any]) -> dict[str, Any]:
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
         ref = _cached_reference(payload["ground_truth"], options)
-        verdict = verify_math(payload["response"], ref, options)
+        verdict = verify_math(payload["response"], ref, options, truncated=bool(payload.get("truncated")))
     except _SoftDeadline:
         verdict = MathVerdict(MathStatus.TIMEOUT, None, detail=f"no verdict within {timeout_s:g} s")
     except RecursionError:

@@ -827,7 +827,7 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
     return _perfect_matching(ref, members, options), None
 
 
-_DEGREE_MARK = re.compile(r"\^\s*\{?\s*\\circ|\\degree|°|\bdeg(?:rees?)?\b", re.IGNORECASE)
+_DEGREE_MARK = re.compile(r"\^\s*\{?\s*\\(?:text)?circ|\\(?:text)?degree|\\textcirc|°|\bdeg(?:rees?)?\b", re.IGNORECASE)
 
 
 def _in_reference_angle_unit(ref: Reference, raw_answer: str, answer: str) -> str | None:

@@ -347,6 +347,42 @@ def _math_spans(text: str) -> list[_Span]:
     return spans
 
 
+# What leaves a chain of working open: "= ", "+", "\\cdot" after the last value (also past a LaTeX line break
+# and an align "&": "\\frac{5+10i}{5} \\\\ &= "). The value before it is an intermediate, not a result.
+_UNFINISHED_GAP = re.compile(
+    r"(?:\s|\\\\|&)*(?:[\^_]\{?[\w.]+\}?\s*)?(?:=|[-+*/×÷·]|\\cdot|\\times|\\div|\\pm|\\approx)"
+)
+# A "$" that opens a price ("$18 left", "$ 2.50 each"): digits, and nothing on the line that only math has.
+_PRICE = re.compile(r"\s?\d")
+_MATH_ONLY = re.compile(r"[=^_{\\]")
+
+
+def _unclosed_math(text: str) -> int | None:
+    """Where the text's last math span opens and is never closed (the completion stopped inside a formula:
+    "$3^3=", "\\[ P(16) = "), or ``None``. Only an opener on the text's last line counts (a stray one higher up
+    is a typo, not the point where the text stops), and not a ``$`` that opens a price ("$18 left")."""
+    opener: re.Match[str] | None = None
+    for m in _DELIMITER.finditer(text):
+        tok = m.group()
+        if tok == "\\$":
+            continue
+        if opener is not None:
+            want = _CLOSER[opener.group()]
+            if tok == want and not (want == "$" and "\n" in text[opener.end() : m.start()]):
+                opener = None
+                continue
+            if opener.group() != "$" or "\n" not in text[opener.end() : m.start()]:
+                continue
+        if tok in _CLOSER and not (tok == "$" and m.start() > 0 and (text[m.start() - 1].isalnum())):
+            opener = m
+    if opener is None:
+        return None
+    rest = text[opener.end() :].rstrip()
+    if "\n" in rest or (opener.group() == "$" and _PRICE.match(rest) and not _MATH_ONLY.search(rest)):
+        return None  # a stray opener lines above the end ("= $$<<16+27=43>>43", GSM8K), or a price
+    return opener.start()
+
+
 def _outside(spans: list[_Span], pos: int, starts: list[int] | None = None) -> bool:
     """Is ``pos`` outside every span? (Spans are sorted and disjoint; pass ``starts`` when asking often.)"""
     i = bisect.bisect_right(starts if starts is not None else [s.start for s in spans], pos) - 1
@@ -619,7 +655,15 @@ def _first_value(line: str) -> str | None:
         if not re.fullmatch(r"\s*=\s*", line[chain[-1][1] : run[0]]):
             break
         chain.append(run)
+    if _unfinished_after(line, chain[-1]):
+        return None  # "2002 - 56 - 6 = ...": the working stops before its result
     return _result_side(" = ".join(r[2] for r in chain)) or None
+
+
+def _unfinished_after(text: str, run: tuple[int, int, str]) -> bool:
+    """Does the chain of working end open at ``run``: an ``=`` or an operator follows it, or its math span
+    ends in one ("$3^7/3^3=3^4=$")?"""
+    return bool(_UNFINISHED_GAP.match(text, run[1])) or bool(re.search(r"(?:=|[-+*/×÷·]|\\cdot|\\times)\s*$", run[2]))
 
 
 # The fallback takes its values from the end of a text only: the value it takes is the last one, and a long
@@ -642,8 +686,10 @@ def _fallback(text: str, *, whole_if_short: bool = True) -> str | None:
     # From a word boundary, so that the first number of the window is whole.
     tail = max(0, len(text) - _FALLBACK_CHARS)
     tail = max(text.rfind(" ", 0, tail), text.rfind("\n", 0, tail)) + 1 if tail else 0
+    if _unclosed_math(text) is not None:
+        return None  # it stopped inside a formula: whatever value precedes it is working, not a result
     runs = _runs(text, _candidates(text, _math_spans(text), tail))
-    if not runs:
+    if not runs or _unfinished_after(text, runs[-1]):
         return None
     i = len(runs) - 1
     if i > 0 and _APPROX_GAP.match(text[runs[i - 1][1] : runs[i][0]]):
@@ -744,7 +790,9 @@ def _letter_answer(text: str, choice: bool) -> str | None:
     return chosen[-1].group(1) if chosen else None
 
 
-def extract_final_answer(response: str, *, fallback: bool = True, choice: bool = False) -> Extraction:
+def extract_final_answer(
+    response: str, *, fallback: bool = True, choice: bool = False, explicit_only: bool = False
+) -> Extraction:
     """Find the final answer of a response, by the rules in the module docstring.
 
     The last explicit final answer wins: the last box or ``<answer>`` tag, whichever comes later, unless an
@@ -755,6 +803,8 @@ def extract_final_answer(response: str, *, fallback: bool = True, choice: bool =
         fallback: allow the last-number/last-span fallback when there is no explicit final answer.
         choice: the reference is a multiple-choice letter, so a response that starts with a letter, or names
             one right after "it's"/"choose"/"therefore", answers with it (before any number fallback).
+        explicit_only: only a box, an ``<answer>`` tag or an "answer is" line counts (no letter, no fallback):
+            for a completion cut at the length limit, which has not answered (issue 23).
 
     Returns:
         An :class:`Extraction`; ``parts`` is empty when there is no final answer.
@@ -776,11 +826,16 @@ def extract_final_answer(response: str, *, fallback: bool = True, choice: bool =
     if tag is not None:
         candidates.append((after + tag[0], tag[2]))
         after += tag[1]
-    anchored = _last_anchor_value(text[after:], value_only=bool(candidates))
+    # Past a formula that is never closed the text is broken: an "answer is" line there states nothing.
+    unclosed = _unclosed_math(text)
+    end = len(text) if unclosed is None else unclosed
+    anchored = _last_anchor_value(text[after:end], value_only=bool(candidates)) if end > after else None
     if anchored:
         candidates.append((len(text), Extraction(parts=(anchored,), source="anchor")))
     if candidates:
         return max(candidates, key=lambda c: c[0])[1]
+    if explicit_only:
+        return Extraction(detail="truncated: no \\boxed{}, <answer> tag or 'answer is' line before the cut")
     statements = list(_CHOICE_STATEMENT.finditer(text))
     if statements:
         letter = next(g for g in statements[-1].groups() if g)

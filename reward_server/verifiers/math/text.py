@@ -135,7 +135,10 @@ _TEXT_CMD = re.compile(
     r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox|operatorname|textnormal"
     r"|mathcal|mathscr|mathfrak|mathsf|mathtt|boldsymbol|bm)\s*\{"
 )
-_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|\\circ")
+# "\textcirc" (and "^\textcirc") is a common typo for "\circ"; "\textdegree" is textcomp's degree sign.
+_DEGREE = re.compile(
+    r"\^\s*\{?\s*\\(?:text)?circ\s*\}?|\\(?:text)?degree|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}|\\(?:text)?circ(?![A-Za-z])"
+)
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\bpercent\b|\\text\{\s*\\%\s*\})")
 _CURRENCY = re.compile(r"\\\$|\$|\\(?:pounds|euro|yen)\b|[€£¥₹]|\b(?:USD|EUR|Rs\.?)\s*")
 # Not inside brackets: "(12,102)" is a pair, "15,600" a number.
@@ -144,6 +147,8 @@ _SPACE_THOUSANDS = re.compile(r"(?<![\d.])([1-9]\d{0,2}(?: \d{3})+)(?![\d.])")
 _MIXED_LATEX = re.compile(r"(?<![\d.}^_])(-?)(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 _MIXED_PLAIN = re.compile(r"(?<![\d./^])(-?)(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d./])")
 _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
+# TeX takes one token as a missing-brace denominator too: "\frac{2+x}y" is \frac{2+x}{y}.
+_FRAC_SHORT_DENOMINATOR = re.compile(r"\\frac\s*(\{[^{}]*\})\s*([0-9A-Za-z])")
 # TeX takes one token as the argument: "\sqrt3" is \sqrt{3}, "\sqrt 23" is \sqrt{2}3.
 _SQRT_SHORT = re.compile(r"\\sqrt\s*([0-9A-Za-z])")
 _SINGLE_LETTER_TEXT = re.compile(r"\\(?:mathrm|mathit|text|operatorname|mathbf)\s*\{(\s*)([A-Za-z])\s*\}")
@@ -297,6 +302,7 @@ def normalize_answer(s: str, *, mixed_and: bool = False) -> str:
     s = _THOUSANDS.sub(lambda m: m.group(1).replace("{,}", "").replace(",", ""), s)
     s = _SPACE_THOUSANDS.sub(lambda m: m.group(1).replace(" ", ""), s)
     s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
+    s = _FRAC_SHORT_DENOMINATOR.sub(r"\\frac\1{\2}", s)
     s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
     s = _FRAC_HALF_SHORT.sub(
         lambda m: rf"\frac{{{m.group(1)}}}{{" if m.group(1) else rf"\frac{m.group(3)}{{{m.group(4)}}}", s
