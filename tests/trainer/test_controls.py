@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.trainer.conftest import StandInServer
+from tests.trainer.test_train import _config
 from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
 from trainer.grpo import frac_zero_std_groups, group_advantages, group_stats, rft_advantages, shuffle_rewards
@@ -39,25 +40,6 @@ def test_shuffled_rewards_keep_the_batch_and_move_the_nulls_nowhere() -> None:
     assert kept.tolist() != [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]  # seed 0 does move them
     again = shuffle_rewards(rewards, torch.Generator().manual_seed(0))
     assert torch.equal(torch.nan_to_num(out, nan=-1.0), torch.nan_to_num(again, nan=-1.0))
-
-
-def _config(model_dir: Path, files: tuple[Path, Path], out: Path, **overrides: Any) -> Any:
-    return config_from_dict(
-        {
-            "model_name_or_path": str(model_dir),
-            "train_data": str(files[0]),
-            "output_dir": str(out),
-            "max_steps": 2,
-            "prompt_batch_size": 2,
-            "num_generations": 4,
-            "max_completion_length": 6,
-            "learning_rate": 1e-2,
-            "progress_bar": False,
-            "report_to_tensorboard": False,
-            "seed": 7,
-            **overrides,
-        }
-    )
 
 
 def test_rft_trains_on_verified_completions_only(
