@@ -46,7 +46,7 @@ def serve(
 
     SIGTERM (or Ctrl+C) drains it first: new requests get 503, those in flight get RLVR_DRAIN_S to finish.
     """
-    from reward_server.models import ModelCatalog, ModelError
+    from reward_server.engine.reward_models import ModelCatalog, ModelError
     from reward_server.serving import serve as run_server
 
     # Flags win over the environment; child processes (uvicorn workers) read the same variables.
@@ -160,8 +160,8 @@ def _validate_offline(
     """Validate every item as the server would, naming the line of the first bad one."""
     from pydantic import ValidationError
 
-    from reward_server.models import ModelCatalog, ModelError
-    from reward_server.rewards import ComponentSpecError, validate_batch
+    from reward_server.engine.resolve import ComponentSpecError, validate_batch
+    from reward_server.engine.reward_models import ModelCatalog, ModelError
     from reward_server.schemas.rewards import RewardItem
     from reward_server.settings import Settings
 
@@ -219,8 +219,8 @@ def _score_remote(
 async def _score_offline(
     rows: list[dict[str, Any]], resolved: tuple[list[Any], list[Any]] | None, batch_size: int, out: Any, bar: Any
 ) -> None:
-    from reward_server.rewards import score_batch
-    from reward_server.runtime import scoring_runtime
+    from reward_server.engine.batch import score_batch
+    from reward_server.engine.runtime import scoring_runtime
     from reward_server.settings import Settings
 
     assert resolved is not None

@@ -1,4 +1,9 @@
-"""The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan owns the worker pools."""
+"""The app factory: ``create_app(settings)`` wires the FastAPI app; its lifespan starts and stops the engine.
+
+Wiring only: the engine (:mod:`reward_server.engine`) scores, :mod:`reward_server.deps` is the door to
+``app.state``, :mod:`reward_server.handlers` answers errors, :mod:`reward_server.middleware` admits and logs,
+and :mod:`reward_server.routers` speak HTTP.
+"""
 
 from __future__ import annotations
 
@@ -7,31 +12,23 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
-from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
 
 from reward_server import __version__
-from reward_server.admission import Drain, ItemBudget, QueueFull, install_drain_on_sigterm
+from reward_server.admission import Drain, ItemBudget, install_drain_on_sigterm
 from reward_server.auth import ApiKeys, is_loopback
+from reward_server.deps import init_state, set_scoring
+from reward_server.engine.runtime import scoring_runtime
+from reward_server.handlers import install_handlers
 from reward_server.jsonio import SafeJSONResponse
 from reward_server.metrics import Metrics
-from reward_server.middleware import DRAIN_RETRY_AFTER_S, AdmissionGate, ApiKeyAuth, BodyLimit, RequestLog, request_info
+from reward_server.middleware import AdmissionGate, ApiKeyAuth, BodyLimit, RequestLog
 from reward_server.routers import code, health, math, openrlhf, rewards, slime
 from reward_server.routers import format as format_router
 from reward_server.routers import language as language_router
-from reward_server.routers.cancel import ClientGone, ServerStopping
-from reward_server.runtime import scoring_runtime
 from reward_server.settings import Settings
 
 logger = logging.getLogger("reward_server")
-
-
-def _is_json(content_type: str | None) -> bool:
-    """Whether a request's content type is one FastAPI parses as JSON (``application/json``, ``application/*+json``)."""
-    media = (content_type or "").split(";")[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -58,11 +55,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         restore_signals = install_drain_on_sigterm(drain, settings.drain_s)
         try:
             async with scoring_runtime(settings, metrics) as scoring:
-                app.state.math_pool = scoring.math_pool
-                app.state.scoring = scoring
+                set_scoring(app, scoring)
                 # The lifespan state reaches the connection protocol (reward_server.serving) and every request.
                 yield {"rlvr_settings": settings, "rlvr_metrics": metrics}
-            app.state.scoring = None
+            set_scoring(app, None)
         finally:
             restore_signals()
 
@@ -78,12 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Text echoed from a request may hold a lone surrogate; this class writes it back as its escape.
         default_response_class=SafeJSONResponse,
     )
-    app.state.settings = settings
-    app.state.metrics = metrics
-    app.state.math_pool = None
-    app.state.scoring = None
-    app.state.budget = budget
-    app.state.drain = drain
+    init_state(app, settings, metrics, budget, drain)
 
     # The last added is the outermost: the log and the metrics see every answer, the 401s and 429s included.
     app.add_middleware(BodyLimit, max_bytes=int(settings.max_body_mb * 1024 * 1024))
@@ -93,64 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(ApiKeyAuth, keys=keys, protect_metrics=settings.auth_metrics)
     app.add_middleware(RequestLog, metrics=metrics)
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:
-        # FastAPI's default shape, minus the echo of the whole input (which can be megabytes of text).
-        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        sent = request.headers.get("content-type")
-        if not _is_json(sent) and any(tuple(e["loc"]) == ("body",) for e in errors):
-            # FastAPI reads a body as JSON only when it says so: `curl -d` alone sends a form, and the 422 on
-            # ["body"] would say nothing of why.
-            why = f"the body was sent as {sent!r}" if sent else "the body was sent without a content type"
-            errors = [
-                {
-                    "loc": ["body"],
-                    "msg": f"{why}, not JSON: send the header 'content-type: application/json' (curl: -H "
-                    "'content-type: application/json')",
-                    "type": "content_type",
-                }
-            ]
-        return SafeJSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        # FastAPI's own handler, but with a response that encodes any detail (it may quote the request).
-        if exc.status_code in (204, 304) or exc.status_code < 200:
-            return Response(status_code=exc.status_code, headers=exc.headers)
-        return SafeJSONResponse(status_code=exc.status_code, content={"detail": exc.detail}, headers=exc.headers)
-
-    @app.exception_handler(QueueFull)
-    async def queue_full(request: Request, exc: QueueFull) -> SafeJSONResponse:
-        # The batch is refused whole; Retry-After says when the queue should have room for it.
-        info = request_info(request.scope)
-        if info is not None:
-            info.refused = "queue_full"
-        return SafeJSONResponse(
-            status_code=429, content={"detail": str(exc)}, headers={"Retry-After": str(exc.retry_after_s)}
-        )
-
-    @app.exception_handler(ClientGone)
-    async def client_gone(request: Request, exc: ClientGone) -> Response:
-        # Nobody is listening; 499 (nginx's "client closed request") keeps the metrics honest.
-        return Response(status_code=499)
-
-    @app.exception_handler(ServerStopping)
-    async def server_stopping(request: Request, exc: ServerStopping) -> SafeJSONResponse:
-        info = request_info(request.scope)
-        if info is not None:
-            info.refused = "drain_cancelled"
-        return SafeJSONResponse(
-            status_code=503,
-            content={"detail": "the server shut down before this request was answered; retry on another server"},
-            headers={"Retry-After": str(DRAIN_RETRY_AFTER_S), "Connection": "close"},
-        )
-
-    @app.exception_handler(Exception)
-    async def unexpected_error(request: Request, exc: Exception) -> SafeJSONResponse:
-        # Never leak a traceback to a client; the log keeps it.
-        logger.exception("unhandled error on %s", request.url.path)
-        return SafeJSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
-
+    install_handlers(app)
     app.include_router(health.router)
     app.include_router(math.router)
     app.include_router(rewards.router)

@@ -1,17 +1,41 @@
-"""FastAPI dependencies: everything a router needs comes from ``app.state`` through these."""
+"""FastAPI dependencies, and the one door to ``app.state``.
+
+The app factory stores what routers need with :func:`init_state`, and its lifespan the running engine with
+:func:`set_scoring`; routers read it only through the dependencies below (or, outside a dependency, through
+the same functions called with the request).
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 
 from reward_server.admission import Drain, ItemBudget
+from reward_server.engine.context import ScoringContext
 from reward_server.metrics import Metrics
-from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.workers import WorkerPool
 from sandbox import Sandbox
+
+
+def init_state(app: FastAPI, settings: Settings, metrics: Metrics, budget: ItemBudget, drain: Drain) -> None:
+    """What every request can read from the moment the app is built; the engine is not there until the
+    lifespan starts it (:func:`set_scoring`)."""
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.math_pool = None
+    app.state.scoring = None
+    app.state.budget = budget
+    app.state.drain = drain
+
+
+def set_scoring(app: FastAPI, scoring: ScoringContext | None) -> None:
+    """The running engine, from the lifespan; ``None`` once it stops. The math pool stays, so that the probes
+    of a stopped server see it stopped rather than never started."""
+    if scoring is not None:
+        app.state.math_pool = scoring.math_pool
+    app.state.scoring = scoring
 
 
 def get_settings(request: Request) -> Settings:
@@ -24,22 +48,34 @@ def get_metrics(request: Request) -> Metrics:
     return metrics
 
 
-def get_math_pool(request: Request) -> WorkerPool:
+def current_math_pool(request: Request) -> WorkerPool | None:
+    """The math pool, started or not; ``None`` before the lifespan starts it."""
     pool: WorkerPool | None = request.app.state.math_pool
+    return pool
+
+
+def current_scoring(request: Request) -> ScoringContext | None:
+    """The running engine, or ``None`` while the server starts or after it stopped."""
+    scoring: ScoringContext | None = getattr(request.app.state, "scoring", None)
+    return scoring
+
+
+def get_math_pool(request: Request) -> WorkerPool:
+    pool = current_math_pool(request)
     if pool is None or not pool.ready:
         raise HTTPException(status_code=503, detail="math workers are not ready yet", headers={"Retry-After": "1"})
     return pool
 
 
 def get_scoring(request: Request) -> ScoringContext:
-    scoring: ScoringContext | None = getattr(request.app.state, "scoring", None)
+    scoring = current_scoring(request)
     if scoring is None or not scoring.math_pool.ready:
         raise HTTPException(status_code=503, detail="workers are not ready yet", headers={"Retry-After": "1"})
     return scoring
 
 
 def get_sandbox(request: Request) -> Sandbox:
-    scoring: ScoringContext | None = getattr(request.app.state, "scoring", None)
+    scoring = current_scoring(request)
     if scoring is None:
         raise HTTPException(status_code=503, detail="the server is starting", headers={"Retry-After": "1"})
     if scoring.sandbox is None:
@@ -63,7 +99,9 @@ def get_drain(request: Request) -> Drain:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]
+CurrentMathPoolDep = Annotated[WorkerPool | None, Depends(current_math_pool)]
 ScoringDep = Annotated[ScoringContext, Depends(get_scoring)]
+CurrentScoringDep = Annotated[ScoringContext | None, Depends(current_scoring)]
 SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]
 BudgetDep = Annotated[ItemBudget, Depends(get_budget)]
 DrainDep = Annotated[Drain, Depends(get_drain)]

@@ -5,16 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import BudgetDep, DrainDep, MetricsDep, SandboxDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
 from reward_server.routers.cancel import unless_disconnected
-from reward_server.routers.limits import check_code_limits
-from reward_server.schemas.code import CodeRunRequest, CodeRunResult, CodeTestRequest, CodeTestResult, _Program
-from reward_server.settings import Settings
-from reward_server.verifiers.code import CodeOptions, resolve_limits, run_code_tests
-from sandbox import Limits, TestSpec, run_program, utf8
+from reward_server.routers.limits import program_limits
+from reward_server.schemas.code import CodeRunRequest, CodeRunResult, CodeTestRequest, CodeTestResult
+from reward_server.verifiers.code import CodeOptions, run_code_tests
+from sandbox import run_program, utf8
 
 router = APIRouter(prefix="/v1/code", tags=["code"], route_class=JSONBodyRoute)
 
@@ -27,15 +25,6 @@ _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _limits(request: _Program, settings: Settings, tests: TestSpec | None = None) -> Limits:
-    """The request's limits within the server's maxima; 422 for a program or test list over them."""
-    errors = check_code_limits(settings, source=request.code, tests=tests)
-    if errors:
-        raise RequestValidationError(errors)
-    requested = request.limits.model_dump() if request.limits is not None else None
-    return resolve_limits(requested, settings.sandbox_default_limits(), settings.sandbox_max_limits())
-
-
 @router.post("/run", summary="Compile (if needed) and run one program.", responses=_UNAVAILABLE)
 async def run(
     request: CodeRunRequest,
@@ -46,7 +35,7 @@ async def run(
     budget: BudgetDep,
     drain: DrainDep,
 ) -> CodeRunResult:
-    limits = _limits(request, settings)
+    limits = program_limits(request, settings)
     with budget.admit(1):
         work = run_program(sandbox, request.language, request.code, stdin=utf8(request.stdin), limits=limits)
         result = await unless_disconnected(http, work, stop=drain.stop)
@@ -65,7 +54,7 @@ async def test(
     drain: DrainDep,
 ) -> CodeTestResult:
     spec = request.spec()
-    limits = _limits(request, settings, spec)
+    limits = program_limits(request, settings, spec)
     options = CodeOptions(
         language=request.language,
         early_stop=request.early_stop,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reward_server.deps import MetricsDep
+from reward_server.deps import CurrentMathPoolDep, CurrentScoringDep, MetricsDep
+from reward_server.engine.runtime import readiness
 
 router = APIRouter(tags=["health"])
 
@@ -16,11 +17,10 @@ router = APIRouter(tags=["health"])
     summary="Liveness: the process answers and its math workers can run (503 when they cannot start).",
     responses={503: {"description": "No math worker can start; restart the process."}},
 )
-async def healthz(request: Request) -> JSONResponse:
+async def healthz(pool: CurrentMathPoolDep) -> JSONResponse:
     # Answered from the loop without touching a worker: a stopped or busy worker never delays it. A pool
     # whose workers keep failing to start (it retries with back-off) fails it, so that an orchestrator
     # restarts the process instead of leaving it broken behind a green probe.
-    pool = request.app.state.math_pool
     if pool is not None:
         ok, why = pool.health
         if not ok:
@@ -34,38 +34,8 @@ async def healthz(request: Request) -> JSONResponse:
     "`sandbox` says whether code runs.",
     responses={503: {"description": "Workers are still starting, or cannot start."}},
 )
-async def readyz(request: Request) -> JSONResponse:
-    pool = request.app.state.math_pool
-    scoring = getattr(request.app.state, "scoring", None)
-    math_ready = bool(pool is not None and pool.ready)
-    # A server without a sandbox still serves everything but code (code items get sandbox_error), so the
-    # sandbox informs rather than gates readiness.
-    if scoring is None:
-        sandbox = "starting"
-    elif scoring.sandbox is not None and scoring.sandbox.alive > 0:
-        sandbox = "ok"
-    elif scoring.sandbox is not None:
-        # Every sandbox was replaced and none is up yet: restarting, or failing to start (the log says why).
-        sandbox = "down: no sandbox is up; code items get sandbox_error until one starts (see the server's log)"
-    else:
-        sandbox = f"unavailable: {scoring.sandbox_unavailable}"
-    checks: dict[str, object] = {"math_workers": math_ready, "sandbox": sandbox}
-    ready = math_ready
-    # A configured reward model gates readiness (the server was told to serve it); one not configured informs.
-    for component in ("reward_model", "prm"):
-        if scoring is None:
-            checks[component] = "starting"
-        elif component in scoring.models.infos:
-            up = scoring.reward_models is not None and scoring.reward_models.ready
-            checks[component] = "ok" if up else "down: its worker cannot start (see the server's log)"
-            ready = ready and up
-        else:
-            checks[component] = "not configured"
-    content: dict[str, object] = {"ready": ready, "checks": checks}
-    if pool is not None and not math_ready:
-        _, why = pool.health
-        if why:
-            content["detail"] = why
+async def readyz(pool: CurrentMathPoolDep, scoring: CurrentScoringDep) -> JSONResponse:
+    ready, content = readiness(pool, scoring)
     return JSONResponse(status_code=200 if ready else 503, content=content)
 
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import HTTPException
+from collections.abc import Sequence
 
+from fastapi import HTTPException
+from fastapi.exceptions import RequestValidationError
+
+from reward_server.engine.resolve import ResolvedComponent, code_program
+from reward_server.schemas.code import _Program
+from reward_server.schemas.rewards import RewardItem
 from reward_server.settings import Settings
-from sandbox import AssertTests, TestSpec, utf8
+from reward_server.verifiers.code import resolve_limits
+from sandbox import AssertTests, Limits, TestSpec, utf8
 
 
 def check_text_lengths(
@@ -76,3 +83,55 @@ def check_code_limits(
             }
         )
     return errors
+
+
+def check_batch_limits(settings: Settings, items: Sequence[RewardItem]) -> None:
+    """Reject a batch over the server's limits: too many items, or an item's text or test list over theirs.
+
+    Raises:
+        HTTPException: 413, more items than ``max_batch_items``.
+        RequestValidationError: a field over a limit; ``loc`` is the batch's (``("body", "items", i, ...)``).
+    """
+    if len(items) > settings.max_batch_items:
+        raise HTTPException(
+            status_code=413,
+            detail=f"{len(items)} items exceed the limit of {settings.max_batch_items} per request "
+            "(RLVR_MAX_BATCH_ITEMS); split the batch",
+        )
+    errors: list[dict[str, object]] = []
+    for i, item in enumerate(items):
+        errors += check_text_lengths(
+            settings, response=item.response, ground_truth=item.ground_truth, loc=("body", "items", i)
+        )
+        if item.tests is not None:
+            errors += check_code_limits(settings, tests=item.tests.to_spec(), loc=("body", "items", i))
+    if errors:
+        raise RequestValidationError(errors)
+
+
+def check_program_limits(
+    settings: Settings, items: Sequence[RewardItem], resolved: Sequence[list[ResolvedComponent]]
+) -> None:
+    """Reject a resolved batch whose code items would run a program over the sandbox's maximum size.
+
+    Raises:
+        RequestValidationError: ``loc`` is ``("body", "items", i, "response")``.
+    """
+    errors: list[dict[str, object]] = []
+    for i, (item, components) in enumerate(zip(items, resolved, strict=True)):
+        # The program is a part of the completion: only a completion that could be over the limit in UTF-8
+        # (4 bytes a character at most) is worth looking into.
+        if item.task == "code" and 4 * len(item.response) > settings.sandbox_max_source_bytes:
+            program = code_program(item, components)
+            errors += check_code_limits(settings, source=program, source_field="response", loc=("body", "items", i))
+    if errors:
+        raise RequestValidationError(errors)
+
+
+def program_limits(request: _Program, settings: Settings, tests: TestSpec | None = None) -> Limits:
+    """The request's limits within the server's maxima; 422 for a program or test list over them."""
+    errors = check_code_limits(settings, source=request.code, tests=tests)
+    if errors:
+        raise RequestValidationError(errors)
+    requested = request.limits.model_dump() if request.limits is not None else None
+    return resolve_limits(requested, settings.sandbox_default_limits(), settings.sandbox_max_limits())

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 
 from reward_server.deps import BudgetDep, DrainDep, ScoringDep, SettingsDep
+from reward_server.engine.dispatch import run_math
 from reward_server.jsonio import JSONBodyRoute
-from reward_server.rewards import run_math
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_text_lengths
 from reward_server.schemas.math import MathVerifyRequest, MathVerifyResponse
@@ -40,9 +40,4 @@ async def verify(
             run_math(scoring, request.response, request.ground_truth, request.options, truncated=request.truncated),
             stop=drain.stop,
         )
-    if scoring.metrics is not None:
-        scoring.metrics.items.labels("math").inc()
-        scoring.metrics.verdicts.labels("accuracy", str(verdict.status)).inc()
-        if verdict.status == "timeout":
-            scoring.metrics.timeouts.labels("accuracy").inc()
     return MathVerifyResponse(**verdict.to_dict())

@@ -11,7 +11,7 @@ from fastapi import Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from reward_server.rewards import ScoringContext
+from reward_server.engine.context import ScoringContext
 from reward_server.routers.rewards import score_request
 from reward_server.schemas.rewards import RewardsRequest
 from reward_server.settings import Settings

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 
-from reward_server.admission import Drain, ItemBudget
-from reward_server.deps import ScoringDep, SettingsDep
+from reward_server.deps import ScoringDep, SettingsDep, get_budget, get_drain
+from reward_server.engine.batch import score_batch
+from reward_server.engine.context import ScoringContext
+from reward_server.engine.resolve import ComponentSpecError, validate_request
 from reward_server.jsonio import JSONBodyRoute
 from reward_server.middleware import note_items
-from reward_server.rewards import ComponentSpecError, ScoringContext, code_program, score_batch, validate_batch
 from reward_server.routers.cancel import unless_disconnected
-from reward_server.routers.limits import check_code_limits, check_text_lengths
+from reward_server.routers.limits import check_batch_limits, check_program_limits
 from reward_server.schemas.rewards import RewardResult, RewardsRequest, RewardsResponse
 from reward_server.settings import Settings
-from reward_server.step_rewards import check_steps, with_request_steps
 
 router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
 
@@ -50,41 +50,17 @@ async def score_request(
         RequestValidationError: a field over a limit or a bad component; ``loc`` is the batch's
             (``("body", "items", i, ...)``).
     """
-    if len(request.items) > settings.max_batch_items:
-        raise HTTPException(
-            status_code=413,
-            detail=f"{len(request.items)} items exceed the limit of {settings.max_batch_items} per request "
-            "(RLVR_MAX_BATCH_ITEMS); split the batch",
-        )
-    errors: list[dict[str, object]] = []
-    for i, item in enumerate(request.items):
-        errors += check_text_lengths(
-            settings, response=item.response, ground_truth=item.ground_truth, loc=("body", "items", i)
-        )
-        if item.tests is not None:
-            errors += check_code_limits(settings, tests=item.tests.to_spec(), loc=("body", "items", i))
-    if errors:
-        raise RequestValidationError(errors)
-    if request.steps is not None and (problem := check_steps(request.steps, scoring.models)) is not None:
-        # Named where it was sent: the request's own `steps`, not the first item that inherits it.
-        raise RequestValidationError([{"loc": ("body", "steps", "component"), "msg": problem, "type": "value_error"}])
-    items = with_request_steps(request.items, request.steps)
+    check_batch_limits(settings, request.items)
     try:
-        resolved = validate_batch(items, request.components, request.preset, scoring.models)
+        items, resolved = validate_request(
+            request.items, request.components, request.preset, request.steps, scoring.models
+        )
     except ComponentSpecError as exc:
         raise RequestValidationError([{"loc": ("body", *exc.loc), "msg": exc.msg, "type": "value_error"}]) from exc
-    for i, (item, components) in enumerate(zip(items, resolved, strict=True)):
-        # The program is a part of the completion: only a completion that could be over the limit in UTF-8
-        # (4 bytes a character at most) is worth looking into.
-        if item.task == "code" and 4 * len(item.response) > settings.sandbox_max_source_bytes:
-            program = code_program(item, components)
-            errors += check_code_limits(settings, source=program, source_field="response", loc=("body", "items", i))
-    if errors:
-        raise RequestValidationError(errors)
+    check_program_limits(settings, items, resolved)
     # The batch is admitted whole or refused whole (429, QueueFull); at shutdown, items still unscored when
     # the drain runs out of time come back `cancelled`.
-    budget: ItemBudget = http.app.state.budget
-    drain: Drain = http.app.state.drain
+    budget, drain = get_budget(http), get_drain(http)
     with budget.admit(len(items)):
         results = await unless_disconnected(http, score_batch(items, resolved, scoring, drain_stop=drain.stop))
     note_items(http.scope, (r.status for r in results))

@@ -9,8 +9,9 @@ import pytest
 
 from reward_server import admission
 from reward_server.admission import Drain, ItemBudget, QueueFull
-from reward_server.rewards import score_batch, validate_batch
-from reward_server.runtime import scoring_runtime
+from reward_server.engine.batch import score_batch
+from reward_server.engine.resolve import validate_batch
+from reward_server.engine.runtime import scoring_runtime
 from reward_server.schemas.rewards import RewardItem
 from reward_server.settings import Settings
 

@@ -8,7 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reward_server.app import create_app
-from reward_server.rewards import PRESETS, REGISTRY
+from reward_server.engine.components import REGISTRY
+from reward_server.engine.resolve import PRESETS
 from reward_server.settings import Settings
 
 GOOD = (

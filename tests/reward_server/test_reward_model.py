@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reward_server.models import ModelCatalog, RewardModels
+from reward_server.engine.reward_models import ModelCatalog, RewardModels
 from reward_server.verifiers import reward_model as rm
 from reward_server.workers import WorkerPool
 from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
@@ -189,7 +189,7 @@ sys.modules["torch"] = None
 sys.modules["transformers"] = None
 from fastapi.testclient import TestClient
 from reward_server.app import create_app
-from reward_server.models import ModelCatalog, ModelError
+from reward_server.engine.reward_models import ModelCatalog, ModelError
 from reward_server.settings import Settings
 
 out = {}

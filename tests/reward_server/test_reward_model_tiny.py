@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reward_server.models import ModelCatalog, ModelError, ModelInfo, ModelOutcome
+from reward_server.engine.reward_models import ModelCatalog, ModelError, ModelInfo, ModelOutcome
 from reward_server.settings import Settings
 from reward_server.verifiers import reward_model as rm
 

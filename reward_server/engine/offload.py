@@ -2,8 +2,9 @@
 
 The pool (:mod:`reward_server.workers`) calls :func:`score_item` in a worker process for each item of a
 hand-off, under the item's deadline. The payload is ``(fields, ((name, params), ...))``: the item's
-:class:`~reward_server.rewards.ItemFields` and the components of the table
-(:data:`~reward_server.rewards.REGISTRY`) marked :attr:`~reward_server.rewards.Where.WORKER`, in order (math
+:class:`~reward_server.engine.components.ItemFields` and the components of the table
+(:data:`~reward_server.engine.components.REGISTRY`) marked
+:attr:`~reward_server.engine.components.Where.WORKER`, in order (math
 ``accuracy``, ``format``, ``repetition``). The completion crosses the process boundary once, for all of
 them. Math goes through :func:`reward_server.verifiers.math.verify_payload`, whose per-worker cache of
 parsed references makes a group's reference parse once.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reward_server.rewards import REGISTRY, ItemFields
+from reward_server.engine.components import REGISTRY, ItemFields
 from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.math import init_worker as init_math_worker
 
@@ -23,7 +24,7 @@ __all__ = ["PRELOAD", "init_worker", "score_item"]
 # math-verify on first use, and sympy's simplify imports its units and combinatorics on its first call;
 # measured (py-spy), that cost each new worker about a second inside its first requests.
 PRELOAD = (
-    "reward_server.rewards",
+    "reward_server.engine.components",
     "math_verify",
     "latex2sympy2_extended",
     "sympy.physics.units.systems.si",

@@ -6,8 +6,8 @@ Two kinds of step component:
 * rule-based (``arithmetic``, :mod:`reward_server.verifiers.steps`): a pure function of one step's text. The
   splitting and the checks of the whole batch run in one server thread, off the event loop.
 * model-based (``prm``): a process reward model (``RLVR_PRM_PATH``) reads the prompt and the reasoning once and
-  scores every step at its end, in a model worker (:mod:`reward_server.models`), batched with the other items.
-  A step's score is the PRM's probability that it is correct; a step that truncation cut off has status
+  scores every step at its end, in a model worker (:mod:`reward_server.engine.reward_models`), batched with the
+  other items. A step's score is the PRM's probability that it is correct; a step that truncation cut off has status
   ``truncated`` and no score, and when the model could not score the item at all (``timeout``, ``error``) every
   step has that status and no score, never 0.
 
@@ -20,17 +20,14 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
-from reward_server.models import ModelCatalog
+from reward_server.engine.context import ScoringContext
+from reward_server.engine.reward_models import ModelCatalog
 from reward_server.schemas.rewards import RewardItem
 from reward_server.schemas.steps import StepResult, StepsRequest
 from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.reward_model import step_probability
 from reward_server.verifiers.steps import Step, score_arithmetic_step, split_steps
-
-if TYPE_CHECKING:
-    from reward_server.rewards import ScoringContext
 
 __all__ = ["RULE_STEP_COMPONENTS", "STEP_COMPONENTS", "check_steps", "score_steps", "with_request_steps"]
 

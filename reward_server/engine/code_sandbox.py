@@ -1,7 +1,8 @@
-"""The code sandbox's life in the app: built from :class:`Settings`, started and closed by the lifespan.
+"""The code sandbox's life: built from :class:`Settings`, started and closed by
+:func:`~reward_server.engine.runtime.scoring_runtime`.
 
 When it cannot start (no bubblewrap, no Docker engine, no image), the server still serves every other
-endpoint; the code endpoints answer 503 with the fix (see ``deps.get_sandbox``).
+endpoint; the code endpoints answer 503 with the fix (see :func:`reward_server.deps.get_sandbox`).
 """
 
 from __future__ import annotations

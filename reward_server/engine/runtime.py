@@ -1,4 +1,5 @@
-"""Start and stop what scoring needs (worker pools, sandbox) for the server and the offline ``score`` command."""
+"""Start and stop what scoring needs (worker pools, reward models, sandbox) for the server and the offline ``score``
+command, and say whether it is ready (:func:`readiness`, for ``/readyz``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from reward_server.code_sandbox import start_sandbox
+from reward_server.engine.code_sandbox import start_sandbox
+from reward_server.engine.context import ScoringContext
+from reward_server.engine.offload import PRELOAD
+from reward_server.engine.reward_models import ModelCatalog, RewardModels
 from reward_server.metrics import Metrics
-from reward_server.models import ModelCatalog, RewardModels
-from reward_server.offload import PRELOAD
-from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.verifiers.language import default_detector
 from reward_server.workers import WorkerPool
@@ -19,7 +20,7 @@ from reward_server.workers import WorkerPool
 logger = logging.getLogger("reward_server")
 
 # The worker pool runs each item's CPU-heavy components (math accuracy, format, repetition) in one call.
-MATH_HANDLER = "reward_server.offload:score_item"
+MATH_HANDLER = "reward_server.engine.offload:score_item"
 
 
 @asynccontextmanager
@@ -101,3 +102,42 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
         sandbox, _ = await sandbox_start
         if sandbox is not None:
             await sandbox.close()
+
+
+def readiness(pool: WorkerPool | None, scoring: ScoringContext | None) -> tuple[bool, dict[str, object]]:
+    """Whether the server can score, and the report ``/readyz`` gives: ``{"ready", "checks", "detail"?}``.
+
+    ``pool`` is the math pool, started or not (``None`` before the runtime started); ``scoring`` the running
+    context (``None`` while the runtime starts or after it stopped). The math workers and each configured reward
+    model gate readiness; the sandbox and the models not configured only inform.
+    """
+    math_ready = bool(pool is not None and pool.ready)
+    # A server without a sandbox still serves everything but code (code items get sandbox_error), so the
+    # sandbox informs rather than gates readiness.
+    if scoring is None:
+        sandbox = "starting"
+    elif scoring.sandbox is not None and scoring.sandbox.alive > 0:
+        sandbox = "ok"
+    elif scoring.sandbox is not None:
+        # Every sandbox was replaced and none is up yet: restarting, or failing to start (the log says why).
+        sandbox = "down: no sandbox is up; code items get sandbox_error until one starts (see the server's log)"
+    else:
+        sandbox = f"unavailable: {scoring.sandbox_unavailable}"
+    checks: dict[str, object] = {"math_workers": math_ready, "sandbox": sandbox}
+    ready = math_ready
+    # A configured reward model gates readiness (the server was told to serve it); one not configured informs.
+    for component in ("reward_model", "prm"):
+        if scoring is None:
+            checks[component] = "starting"
+        elif component in scoring.models.infos:
+            up = scoring.reward_models is not None and scoring.reward_models.ready
+            checks[component] = "ok" if up else "down: its worker cannot start (see the server's log)"
+            ready = ready and up
+        else:
+            checks[component] = "not configured"
+    content: dict[str, object] = {"ready": ready, "checks": checks}
+    if pool is not None and not math_ready:
+        _, why = pool.health
+        if why:
+            content["detail"] = why
+    return ready, content
