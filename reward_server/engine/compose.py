@@ -26,7 +26,6 @@ def _root_status(component: Component, result: ComponentScore, done: Mapping[str
     return result.status
 
 
-# How many items one hand-off to a worker carries at most, and how much text: a group's completions share a
 def combine(
     item: RewardItem,
     resolved: list[ResolvedComponent],

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 
