@@ -1,11 +1,7 @@
 """OpenRLHF's remote reward protocol, both ways: ``{"query", "prompts", "labels"}`` as items, results as
 ``{"rewards", "scores", "extra_logs"}``. Pure: the server's ``/v1/openrlhf`` route and the client's
-:mod:`rlvr_client.openrlhf` reward function both translate with these.
-
-Each ``query`` is the chat-templated prompt and the completion, decoded with special tokens; the completion is
-cut out by :func:`rlvr_client.chat.split_query`. Each label is read by :func:`rlvr_client.labels.label_fields`.
-OpenRLHF has no "not scoreable": a completion the server could not score gets :data:`NULL_REWARD` (0.0), with
-``extra_logs["rlvr/unscored"]`` = 1 (see :mod:`rlvr_client.openrlhf`).
+:mod:`rlvr_client.openrlhf` reward function both translate with these (that module's docstring gives the
+mapping and the policy on a completion the server could not score).
 """
 
 from __future__ import annotations
