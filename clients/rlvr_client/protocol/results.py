@@ -1,5 +1,7 @@
 """What the server answers: each item's reward, its components' verdicts and its steps, read from the JSON with
-the contract checked (a number only with status ``ok``)."""
+the contract checked (a number only with status ``ok``). Every ``status`` is a word of the vocabulary,
+:data:`rlvr_client.protocol.status.Status`; it stays a ``str`` here, so a word from a newer server reads as any
+other status that is not ``ok``."""
 
 from __future__ import annotations
 
