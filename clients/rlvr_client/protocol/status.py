@@ -57,6 +57,6 @@ STATUS_MEANINGS: dict[Status, str] = {
 }
 
 
-def describe_statuses(*statuses: Status) -> str:
-    """``statuses`` (default: all) as a Markdown list of ``` `word`: meaning ```, for schema descriptions."""
-    return "; ".join(f"`{s}`: {STATUS_MEANINGS[s]}" for s in statuses or get_args(Status))
+def describe_statuses() -> str:
+    """Every status and its meaning, ``"`ok`: ...; `no_answer`: ..."``, for the server's schema descriptions."""
+    return "; ".join(f"`{s}`: {STATUS_MEANINGS[s]}" for s in get_args(Status))
