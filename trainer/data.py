@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlvr_client.client import RewardItem
+from rlvr_client.protocol import RewardItem
 from trainer.config import names_a_local_path
 
 TASKS = ("math", "code")

@@ -21,14 +21,8 @@ from typing import Any
 
 import httpx
 
-from rlvr_client.client import (
-    AsyncRewardClient,
-    RetryPolicy,
-    RewardClient,
-    RewardItem,
-    RewardResult,
-    api_key_from_env,
-)
+from rlvr_client.client import AsyncRewardClient, RetryPolicy, RewardClient, api_key_from_env
+from rlvr_client.protocol import RewardItem, RewardResult
 
 logger = logging.getLogger("trainer")
 

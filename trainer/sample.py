@@ -42,7 +42,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoConfig
 
-from rlvr_client.client import RewardResult
+from rlvr_client.protocol import RewardResult
 from trainer.config import ConfigError, SampleConfig
 from trainer.data import load_rows, reward_items
 from trainer.distributed import Distributed

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from rlvr_client.client import RewardResult
+from rlvr_client.protocol import RewardResult
 from trainer.rollout import RolloutBatch
 
 

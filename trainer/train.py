@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from rlvr_client.client import RewardResult, RewardServerError
+from rlvr_client.protocol import RewardResult, RewardServerError
 from trainer.checkpoint import (
     REF_MODEL_DIR,
     read_loop_state,

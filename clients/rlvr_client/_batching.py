@@ -8,17 +8,10 @@ import asyncio
 import json
 import time
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
-from rlvr_client.client import (
-    AsyncRewardClient,
-    ComponentSpec,
-    RewardItem,
-    RewardResult,
-    api_key_from_env,
-    server_urls_from_env,
-)
+from rlvr_client.client import AsyncRewardClient, api_key_from_env, server_urls_from_env
+from rlvr_client.protocol import ComponentSpec, RewardItem, RewardResult
 
 __all__ = ["Coalescer", "async_client", "coalescer"]
 
@@ -128,27 +121,3 @@ def coalescer(preset: str | None, components: Mapping[str, ComponentSpec] | None
     if found is None:
         found = by_config[key] = Coalescer(async_client(), preset=preset, components=components)
     return found
-
-
-def plain(value: Any) -> Any:
-    """``value`` with every mapping a ``dict`` and every list a ``list`` (OmegaConf's containers are neither)."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return [plain(v) for v in value]
-    return value
-
-
-def config_from_kwargs(kwargs: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
-    """``preset`` and ``components`` from a framework's reward kwargs (``components`` may be a JSON string).
-
-    Raises:
-        ValueError: ``components`` is neither a mapping nor a JSON object.
-    """
-    components = kwargs.get("components")
-    if isinstance(components, str):
-        components = json.loads(components)
-    if components is not None and not isinstance(components, Mapping):
-        raise ValueError(f"components must map component names to weights, got {components!r}")
-    preset = kwargs.get("preset")
-    return (None if preset is None else str(preset)), (None if components is None else plain(components))

@@ -2,7 +2,8 @@
 
 This module speaks the ``POST /v1/rewards`` contract over HTTP and needs only ``httpx``: it runs in a trainer's
 environment, where the server's dependencies (sympy, the sandbox, FastAPI) are not installed. The server's
-package re-exports it as ``reward_server.client``.
+package re-exports it as ``reward_server.client``. The items and results it sends and reads are the wire
+contract's, :mod:`rlvr_client.protocol` (re-exported here).
 
 What it guarantees:
 
@@ -37,10 +38,19 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import httpx
+
+from rlvr_client.protocol import (
+    ComponentResult,
+    ComponentSpec,
+    RewardItem,
+    RewardResult,
+    RewardServerError,
+    StepScore,
+)
 
 __all__ = [
     "AsyncRewardClient",
@@ -67,181 +77,7 @@ SERVER_URL_ENV = "RLVR_SERVER_URL"
 #: The environment variable with the API key sent as ``Authorization: Bearer <key>``.
 API_KEY_ENV = "RLVR_API_KEY"
 
-ComponentSpec = float | Mapping[str, Any]
 _Answer = tuple[httpx.Response | None, Exception | None]
-
-
-@dataclass(frozen=True, slots=True)
-class RewardItem:
-    """One completion to score, as ``POST /v1/rewards`` takes it.
-
-    Attributes:
-        id: unique within a request; the result carries it back. Keep it stable across retries.
-        task: ``math`` or ``code``; the ``accuracy`` component dispatches on it.
-        response: the completion text (no prompt).
-        ground_truth: the reference answer (math).
-        components: component name -> weight, or -> ``{"weight": w, **params}``; overrides the request's.
-        preset: a named set of components (``r1_zero``, ``r1``).
-        language: expected language of the completion (ISO 639-1), for the ``language`` component.
-        num_tokens: completion length in tokens, for length-based components.
-        tests: code tests, for ``task == "code"``.
-        group_id: the group (prompt) the completion belongs to.
-        prompt: the prompt text, from which the server can tell the target language when ``language`` is unset.
-        truncated: the completion reached the length limit without EOS (``max_completion_length``); math
-            accuracy then counts only an explicit final answer (a box, an answer tag, an "answer is" line).
-            Sent only when true.
-        steps: ask for step rewards, e.g. ``{"component": "arithmetic", "separator": "\\n\\n"}`` (process
-            supervision); the result's ``steps`` then holds each step's span and score.
-    """
-
-    id: str
-    task: str
-    response: str
-    ground_truth: str | None = None
-    components: Mapping[str, ComponentSpec] | None = None
-    preset: str | None = None
-    language: str | None = None
-    num_tokens: int | None = None
-    tests: Any = None
-    group_id: str | None = None
-    prompt: str | None = None
-    steps: Mapping[str, Any] | None = None
-    truncated: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """The item as the JSON object the server expects (``None`` fields left out)."""
-        body: dict[str, Any] = {"id": self.id, "task": self.task, "response": self.response}
-        for name in ("ground_truth", "preset", "language", "num_tokens", "tests", "group_id", "prompt"):
-            value = getattr(self, name)
-            if value is not None:
-                body[name] = value
-        if self.components is not None:
-            body["components"] = dict(self.components)
-        if self.steps is not None:
-            body["steps"] = dict(self.steps)
-        if self.truncated:
-            body["truncated"] = True
-        return body
-
-
-@dataclass(frozen=True, slots=True)
-class ComponentResult:
-    """One component's verdict for one item: ``score`` is ``None`` when it could not be scored."""
-
-    score: float | None
-    weight: float
-    status: str
-    detail: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class StepScore:
-    """One step of a completion: ``response[start:end]`` (code-point offsets) and its score (``None``: nothing
-    to score there, status ``no_claim``, or a failure)."""
-
-    start: int
-    end: int
-    score: float | None
-    status: str
-    detail: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RewardResult:
-    """The server's result for one item.
-
-    Attributes:
-        id: the item's id.
-        reward: the weighted sum of component scores, or ``None`` when any component could not be scored.
-            ``None`` means "do not train on this", never 0.
-        status: ``ok`` whenever ``reward`` is a number, else the failing component's status (``timeout``,
-            ``error``, ``invalid_ground_truth``, ``sandbox_error`` ...).
-        components: per-component results.
-        steps: each step's span and score when the item asked for step rewards, else ``None``.
-    """
-
-    id: str
-    reward: float | None
-    status: str
-    components: dict[str, ComponentResult] = field(default_factory=dict)
-    steps: list[StepScore] | None = None
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> RewardResult:
-        """Parse one element of the response's ``results``.
-
-        Raises:
-            RewardServerError: a field is missing or has the wrong type.
-        """
-        try:
-            components = {
-                name: ComponentResult(
-                    score=_number_or_none(c.get("score"), "score"),
-                    weight=_number(c.get("weight", 1.0), "weight"),
-                    status=str(c["status"]),
-                    detail=c.get("detail"),
-                    info=dict(c.get("info") or {}),
-                )
-                for name, c in (body.get("components") or {}).items()
-            }
-            steps = body.get("steps")
-            result = cls(
-                id=str(body["id"]),
-                reward=_number_or_none(body["reward"], "reward"),
-                status=str(body["status"]),
-                components=components,
-                steps=None
-                if steps is None
-                else [
-                    StepScore(
-                        start=int(st["start"]),
-                        end=int(st["end"]),
-                        score=_number_or_none(st.get("score"), "step score"),
-                        status=str(st["status"]),
-                        detail=st.get("detail"),
-                    )
-                    for st in steps
-                ],
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise RewardServerError(f"malformed result from the reward server: {exc!r} in {body!r:.300}") from exc
-        if result.reward is not None and result.status != "ok":
-            # The contract: a number comes only with status ok. A number with "timeout" is an infrastructure failure
-            # passed off as a verdict, which must never be trained on.
-            raise RewardServerError(
-                f"the reward server gave reward {result.reward} with status {result.status!r} for item "
-                f"{result.id!r}; a reward is a number only with status 'ok'"
-            )
-        return result
-
-
-def _number(value: Any, name: str) -> float:
-    """A JSON number as a finite float. Strings, booleans, NaN and infinities are refused: a NaN reward would be
-    read as 'not scoreable' with status ok, and an infinite one would turn every advantage of its group to NaN."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return float(value)
-
-
-def _number_or_none(value: Any, name: str) -> float | None:
-    return None if value is None else _number(value, name)
-
-
-class RewardServerError(Exception):
-    """The reward server refused a request, kept failing after the retries, or answered something malformed.
-
-    Attributes:
-        status_code: the HTTP status of the last answer, or ``None`` when no answer came (connection error).
-        url: the server that answered last.
-    """
-
-    def __init__(self, message: str, *, status_code: int | None = None, url: str | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.url = url
 
 
 @dataclass(frozen=True)

@@ -26,70 +26,17 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from rlvr_client._batching import async_client, coalescer
-from rlvr_client.chat import prompt_text
-from rlvr_client.client import RewardItem, RewardResult
-from rlvr_client.labels import label_fields
+from rlvr_client.protocol.slime import NULL_REWARD, group_rewards, item_for_sample, reply, sample_item
 
 __all__ = ["NULL_REWARD", "item_for_sample", "reply", "reward"]
-
-NULL_REWARD = 0.0
-
-
-def item_for_sample(
-    prompt: Any,
-    response: str,
-    label: Any,
-    *,
-    item_id: str,
-    num_tokens: int | None = None,
-    truncated: bool = False,
-) -> RewardItem:
-    """The :class:`RewardItem` for one slime sample.
-
-    Raises:
-        rlvr_client.labels.LabelError: the label cannot be read.
-    """
-    fields = label_fields(label)
-    fields.setdefault("task", "math")
-    if num_tokens is not None:
-        fields.setdefault("num_tokens", num_tokens)
-    if truncated:
-        fields["truncated"] = True
-    return RewardItem(id=item_id, response=response, prompt=prompt_text(prompt), **fields)
-
-
-def reply(result: RewardResult) -> dict[str, Any]:
-    """The route's answer for one sample: ``reward`` (a number always: 0.0 when it could not be scored),
-    ``scored``, ``status`` and each component's score (``None`` when it could not be scored)."""
-    return {
-        "reward": NULL_REWARD if result.reward is None else result.reward,
-        "scored": result.reward is not None,
-        "status": result.status,
-        "components": {name: c.score for name, c in result.components.items()},
-    }
 
 
 def _config() -> tuple[str | None, dict[str, Any] | None]:
     raw = os.environ.get("RLVR_COMPONENTS")
     return os.environ.get("RLVR_PRESET") or None, json.loads(raw) if raw else None
-
-
-def _item(sample: Any, item_id: str) -> RewardItem:
-    length = getattr(sample, "response_length", None)
-    # slime marks a generation cut at its length limit with Sample.Status.TRUNCATED (value "truncated").
-    status = getattr(sample, "status", None)
-    return item_for_sample(
-        sample.prompt,
-        sample.response,
-        sample.label,
-        item_id=item_id,
-        num_tokens=length if length else None,
-        truncated=str(getattr(status, "value", status)).lower() == "truncated",
-    )
 
 
 async def reward(args: Any, sample: Any, **kwargs: Any) -> float | list[float]:
@@ -104,19 +51,8 @@ async def reward(args: Any, sample: Any, **kwargs: Any) -> float | list[float]:
     preset, components = _config()
     batch = uuid.uuid4().hex[:12]
     if isinstance(sample, list):
-        items = [_item(s, f"{batch}-{i}") for i, s in enumerate(sample)]
+        items = [sample_item(s, f"{batch}-{i}") for i, s in enumerate(sample)]
         results = await async_client().score(items, preset=preset, components=components)
-        return _group_rewards(sample, results)
-    result = await coalescer(preset, components).score(_item(sample, batch))
-    return _group_rewards([sample], [result])[0]
-
-
-def _group_rewards(samples: Sequence[Any], results: Sequence[RewardResult]) -> list[float]:
-    scored = [r.reward for r in results if r.reward is not None]
-    stand_in = sum(scored) / len(scored) if scored else NULL_REWARD
-    rewards = []
-    for sample, result in zip(samples, results, strict=True):
-        if result.reward is None:
-            sample.remove_sample = True
-        rewards.append(stand_in if result.reward is None else result.reward)
-    return rewards
+        return group_rewards(sample, results)
+    result = await coalescer(preset, components).score(sample_item(sample, batch))
+    return group_rewards([sample], [result])[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from fastapi import APIRouter, Request
 
@@ -10,7 +11,7 @@ from reward_server.deps import ScoringDep, SettingsDep
 from reward_server.jsonio import JSONBodyRoute
 from reward_server.routers.protocols import COMPONENTS_QUERY, PRESET_QUERY, Loc, invalid, parse_components, score_items
 from reward_server.schemas.protocols import OpenRLHFRequest, OpenRLHFResponse
-from rlvr_client.openrlhf import ProtocolError, items_from_request, reply
+from rlvr_client.protocol.openrlhf import ProtocolError, items_from_request, reply
 
 router = APIRouter(prefix="/v1", tags=["trainers"], route_class=JSONBodyRoute)
 
@@ -32,7 +33,7 @@ async def openrlhf(
     scoring: ScoringDep,
     preset: str | None = PRESET_QUERY,
     components: str | None = COMPONENTS_QUERY,
-) -> OpenRLHFResponse:
+) -> dict[str, Any]:
     try:
         items = items_from_request(request.query, request.prompts, request.labels, id_prefix=uuid.uuid4().hex[:12])
     except ProtocolError as exc:
@@ -46,4 +47,4 @@ async def openrlhf(
         scoring=scoring,
         loc_of=_loc,
     )
-    return OpenRLHFResponse.model_validate(reply(results))
+    return reply(results)  # checked once, against response_model

@@ -1,5 +1,11 @@
 """What the trainers' protocol routes share: their items scored through ``/v1/rewards``'s path, with the errors'
-``loc`` pointing into the body the framework sent."""
+``loc`` pointing into the body the framework sent.
+
+A route parses its request once: FastAPI validates the framework's body (its own schema), the protocol's pure
+translator (:mod:`rlvr_client.protocol`) turns it into items, and :func:`score_items` validates those items as
+:class:`RewardsRequest` straight from the dataclasses. No item goes back to JSON to be read again, and the
+results go to the translator as the protocol's dataclasses, not dumped and re-parsed.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from reward_server.engine.context import ScoringContext
 from reward_server.routers.rewards import score_request
 from reward_server.schemas.rewards import RewardsRequest
 from reward_server.settings import Settings
-from rlvr_client.client import RewardItem, RewardResult
+from rlvr_client.protocol import RewardItem, RewardResult
 
 Loc = tuple[str | int, ...]
 
@@ -62,9 +68,9 @@ async def score_items(
         RequestValidationError: an invalid item or component, with ``loc`` mapped by ``loc_of``.
         HTTPException: 413, more items than ``max_batch_items``.
     """
-    body = {"items": [item.to_json() for item in items], "preset": preset, "components": components}
+    body = {"items": items, "preset": preset, "components": components}
     try:
-        request = RewardsRequest.model_validate(body)
+        request = RewardsRequest.model_validate(body, from_attributes=True)
     except ValidationError as exc:
         raise RequestValidationError(
             [{"loc": _map(("body", *e["loc"]), loc_of), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
@@ -73,7 +79,7 @@ async def score_items(
         results = await score_request(request, http, settings, scoring)
     except RequestValidationError as exc:
         raise RequestValidationError([{**e, "loc": _map(tuple(e["loc"]), loc_of)} for e in exc.errors()]) from exc
-    return [RewardResult.from_json(r.model_dump()) for r in results]
+    return [r.to_protocol() for r in results]
 
 
 def _map(loc: Loc, loc_of: Callable[[int, str | None], Loc]) -> Loc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from fastapi import APIRouter, Request
 
@@ -11,7 +12,7 @@ from reward_server.jsonio import JSONBodyRoute
 from reward_server.routers.protocols import COMPONENTS_QUERY, PRESET_QUERY, Loc, invalid, parse_components, score_items
 from reward_server.schemas.protocols import SlimeRequest, SlimeResponse
 from rlvr_client.labels import LabelError
-from rlvr_client.slime import item_for_sample, reply
+from rlvr_client.protocol.slime import item_for_sample, reply
 
 router = APIRouter(prefix="/v1", tags=["trainers"], route_class=JSONBodyRoute)
 
@@ -35,7 +36,7 @@ async def slime(
     scoring: ScoringDep,
     preset: str | None = PRESET_QUERY,
     components: str | None = COMPONENTS_QUERY,
-) -> SlimeResponse:
+) -> dict[str, Any]:
     try:
         item = item_for_sample(request.prompt, request.response, request.label, item_id=uuid.uuid4().hex)
     except LabelError as exc:
@@ -49,4 +50,4 @@ async def slime(
         scoring=scoring,
         loc_of=_loc,
     )
-    return SlimeResponse.model_validate(reply(result))
+    return reply(result)  # checked once, against response_model

@@ -1,4 +1,10 @@
-"""Schemas of ``POST /v1/rewards``: whole groups of completions in, one reward per completion out."""
+"""Schemas of ``POST /v1/rewards``: whole groups of completions in, one reward per completion out.
+
+They are the wire contract of :mod:`rlvr_client.protocol` with validation and documentation on top: the same
+field names (a test holds them equal), the protocol's status vocabulary, and :meth:`RewardResult.to_protocol`
+for the routes that hand results to a protocol translator. A protocol :class:`~rlvr_client.protocol.RewardItem`
+validates as :class:`RewardItem` directly (``model_validate(..., from_attributes=True)``).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from reward_server.schemas.language import LanguageCode
 from reward_server.schemas.math import GroundTruth
 from reward_server.schemas.steps import StepResult, StepsRequest
 from reward_server.schemas.unions import one_error
+from rlvr_client import protocol
 
 ComponentSpec = Annotated[
     StrictFloat | StrictInt | dict[str, Any], one_error("a weight (a number) or an object of options")
@@ -95,9 +102,18 @@ class ComponentResult(BaseModel):
 
     score: float | None = Field(description="The component's score, or null if it could not be scored.")
     weight: float = Field(description="Its weight in the item's reward.")
-    status: str = Field(description="`ok`, or why the score is what it is (e.g. `no_answer`, `timeout`).")
+    status: str = Field(
+        description=f"`ok`, or why the score is what it is: {protocol.describe_statuses()}.",
+        examples=["ok", "no_answer", "timeout"],
+    )
     detail: str | None = Field(None, description="A human-readable explanation.")
     info: dict[str, Any] = Field(default_factory=dict, description="Debugging facts (extracted answer ...).")
+
+    def to_protocol(self) -> protocol.ComponentResult:
+        """This result as the wire contract's dataclass."""
+        return protocol.ComponentResult(
+            score=self.score, weight=self.weight, status=self.status, detail=self.detail, info=dict(self.info)
+        )
 
 
 class RewardResult(BaseModel):
@@ -110,6 +126,16 @@ class RewardResult(BaseModel):
     steps: list[StepResult] | None = Field(
         None, description="With `steps` asked for: each step's span and score, in order (the reward is unchanged)."
     )
+
+    def to_protocol(self) -> protocol.RewardResult:
+        """This result as the wire contract's dataclass, for a protocol translator (no JSON round trip)."""
+        return protocol.RewardResult(
+            id=self.id,
+            reward=self.reward,
+            status=self.status,
+            components={name: c.to_protocol() for name, c in self.components.items()},
+            steps=None if self.steps is None else [s.to_protocol() for s in self.steps],
+        )
 
 
 class RewardsResponse(BaseModel):

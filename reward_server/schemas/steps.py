@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr_client import protocol
+
 __all__ = ["StepResult", "StepsRequest"]
 
 
@@ -36,3 +38,9 @@ class StepResult(BaseModel):
     score: float | None = Field(description="The step's score, or null when it has nothing to score or failed.")
     status: str = Field(description="`ok`, `wrong`, `no_claim` (nothing checkable: neutral), or why it failed.")
     detail: str | None = Field(None, description="A human-readable explanation.")
+
+    def to_protocol(self) -> protocol.StepScore:
+        """This step as the wire contract's dataclass."""
+        return protocol.StepScore(
+            start=self.start, end=self.end, score=self.score, status=self.status, detail=self.detail
+        )

@@ -22,9 +22,11 @@ from rlvr_client.client import (
     client_from_env,
     server_urls_from_env,
 )
-from rlvr_client.slime import _group_rewards, _item
+from rlvr_client.protocol.slime import group_rewards as _group_rewards
+from rlvr_client.protocol.slime import sample_item as _item
+from rlvr_client.protocol.verl import as_verl as _as_verl
 from rlvr_client.trl import component_score, reward_function, reward_functions
-from rlvr_client.verl import _as_verl, item_for_sample
+from rlvr_client.verl import item_for_sample
 
 
 def _answer(request: httpx.Request, seen: list[dict[str, Any]]) -> httpx.Response:

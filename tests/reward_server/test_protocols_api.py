@@ -118,3 +118,18 @@ def test_slime_label_errors_name_the_key(client: TestClient) -> None:
     answer = client.post("/v1/slime", json={"response": RIGHT, "label": {"truth": "42"}})
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "label", "truth"]
+
+
+def test_a_protocol_route_reads_its_request_once(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The items validate straight from the protocol's dataclasses and the results reach the translator as
+    # dataclasses: neither goes through JSON to be read again.
+    from rlvr_client import protocol
+
+    def round_trip(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a protocol route serialised an item or a result to read it again")
+
+    monkeypatch.setattr(protocol.RewardItem, "to_json", round_trip)
+    monkeypatch.setattr(protocol.RewardResult, "from_json", classmethod(round_trip))
+    body = {"query": [QWEN_PROMPT + RIGHT + "<|im_end|>"], "prompts": [QWEN_PROMPT], "labels": ["42"]}
+    assert client.post("/v1/openrlhf", json=body).json()["rewards"] == [1.0]
+    assert client.post("/v1/slime", json={"response": RIGHT, "label": "42"}).json()["reward"] == 1.0
