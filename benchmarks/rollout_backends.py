@@ -1,11 +1,12 @@
 """Rollout tokens per second: the vLLM backend against the transformers backend, same model, prompts and batch.
 
-Both are the trainer's own backends (:class:`trainer.rollout.TransformersBackend`, :class:`trainer.vllm_backend.
-VLLMBackend`) sampling the same prompts at temperature 1 on the same random tiny Qwen2, in one process, with the
-same torch thread count. The measured rounds alternate between the backends (after one warm-up round each), so a
-change in the machine's load hits both; it prints the median completion tokens per second of each, the ratio
-vLLM / transformers, the engine's start-up time and the time of one in-memory weight sync (with its proof: the
-largest probe log-prob difference after it). Say how loaded the machine was (``uptime``) next to the figures.
+Both are the trainer's own backends (:class:`trainer.rollout.transformers_backend.TransformersBackend`,
+:class:`trainer.rollout.vllm.VLLMBackend`) sampling the same prompts at temperature 1 on the same random tiny Qwen2,
+in one process, with the same torch thread count. The measured rounds alternate between the backends (after one
+warm-up round each), so a change in the machine's load hits both; it prints the median completion tokens per second
+of each, the ratio vLLM / transformers, the engine's start-up time and the time of one in-memory weight sync (with
+its proof: the largest probe log-prob difference after it). Say how loaded the machine was (``uptime``) next to the
+figures.
 
 Needs the vllm extra (its own virtual environment, see docs/trainer/vllm.md):
 
@@ -28,7 +29,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from trainer.rollout import GenerationBackend, SamplingParams, TransformersBackend  # noqa: E402
+from trainer.rollout.base import GenerationBackend, SamplingParams  # noqa: E402
+from trainer.rollout.transformers_backend import TransformersBackend  # noqa: E402
 from trainer.tiny import build_tiny_model, build_tokenizer  # noqa: E402
 
 
@@ -63,8 +65,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from trainer import vllm_backend  # the vllm extra (imports vLLM after setting its environment)
-    from trainer.vllm_backend import EngineOptions, VLLMBackend
+    from trainer.rollout import vllm as vllm_backend  # the vllm extra (imports vLLM after setting its environment)
+    from trainer.rollout.vllm import EngineOptions, VLLMBackend
 
     prompts = _prompts(args.prompts)
     tokenizer = build_tokenizer(prompts * 4, vocab_size=512)

@@ -111,7 +111,7 @@ def merge(
     ] = None,
 ) -> None:
     """Write a LoRA checkpoint's adapter merged into its base, as one model for from_pretrained or vLLM."""
-    from trainer.weights import merge_adapter
+    from trainer.rollout.weights import merge_adapter
 
     try:
         typer.echo(str(merge_adapter(checkpoint, output, base_model)))

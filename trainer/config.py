@@ -25,16 +25,10 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from trainer.grpo import (
-    ADVANTAGE_ESTIMATORS,
-    IMPORTANCE_SAMPLING_MODES,
-    LOSS_TYPES,
-    SCALE_REWARDS,
-    ImportanceSamplingMode,
-    LossType,
-    ScaleRewards,
-)
+from trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALE_REWARDS, ScaleRewards
+from trainer.algorithms.losses import LOSS_TYPES, LossType
 from trainer.optim import LR_SCHEDULERS
+from trainer.rollout.correction import IMPORTANCE_SAMPLING_MODES, ImportanceSamplingMode
 
 #: Names other trainers use for our knobs, so a ported config gets a useful "did you mean".
 _ALIASES = {
@@ -709,7 +703,7 @@ def _validate(c: GRPOConfig) -> None:
             "DAPO's clip-higher uses 0.28 with epsilon 0.2; null means epsilon.",
         )
     if c.loss_type not in LOSS_TYPES:
-        raise _fix("loss_type", c.loss_type, f"must be one of {LOSS_TYPES}", "TRL's default is 'dapo'.")
+        raise _fix("loss_type", c.loss_type, f"must be one of {LOSS_TYPES.choices()}", "TRL's default is 'dapo'.")
     if c.scale_rewards not in SCALE_REWARDS:
         hint = "Dr. GRPO recommends 'none'."
         if isinstance(c.scale_rewards, bool):
@@ -759,7 +753,10 @@ def _check_recipe(c: GRPOConfig) -> None:
     """The R1/DeepSeekMath/DAPO options: process supervision, reference sync, dynamic sampling, length schedule."""
     if c.advantage_estimator not in ADVANTAGE_ESTIMATORS:
         raise _fix(
-            "advantage_estimator", c.advantage_estimator, f"must be one of {ADVANTAGE_ESTIMATORS}", "Use 'outcome'."
+            "advantage_estimator",
+            c.advantage_estimator,
+            f"must be one of {ADVANTAGE_ESTIMATORS.choices()}",
+            "Use 'outcome'.",
         )
     if c.shuffle_rewards and c.advantage_estimator == "process":
         raise _fix(

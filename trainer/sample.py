@@ -4,7 +4,7 @@ DeepSeek-R1's phase 3 (arXiv 2501.12948, section 2.3.3): sample several completi
 checkpoint, keep only those the verifiers accept, and fine-tune on them. Here:
 
 1. ``num_generations`` completions of each prompt, ``chunk_prompts`` prompts per ``generate`` call (any
-   :class:`~trainer.rollout.GenerationBackend`); each finished chunk goes to ``POST /v1/rewards`` at once and is
+   :class:`~trainer.rollout.base.GenerationBackend`); each finished chunk goes to ``POST /v1/rewards`` at once and is
    scored while the next one generates.
 2. A completion is kept when its score (the reward, or ``threshold_component``'s score) is at least
    ``reward_threshold``; a null score is never kept (the server could not verify it), nor is a completion cut off
@@ -47,7 +47,8 @@ from trainer.config import ConfigError, SampleConfig
 from trainer.data import load_rows, reward_items
 from trainer.distributed import Distributed
 from trainer.reward_client import RewardScorer
-from trainer.rollout import GenerationBackend, RolloutBatch, SamplingParams, TransformersBackend
+from trainer.rollout.base import GenerationBackend, RolloutBatch, SamplingParams
+from trainer.rollout.transformers_backend import TransformersBackend
 from trainer.train import _check_local, _first_line, _load_model, _load_tokenizer, _seed_everything
 
 logger = logging.getLogger("trainer")
@@ -188,7 +189,7 @@ def _vllm_backend(config: SampleConfig) -> GenerationBackend:
         trainer.config.ConfigError: vLLM is not installed, or the engine refuses the options.
     """
     try:
-        from trainer.vllm_backend import EngineOptions, VLLMBackend
+        from trainer.rollout.vllm import EngineOptions, VLLMBackend
     except ImportError as exc:
         raise ConfigError(
             f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "

@@ -42,7 +42,7 @@ from trainer.data import DataError, prompt_indices, read_named_rows
 from trainer.distributed import Distributed
 from trainer.metrics import MetricsLogger
 from trainer.optim import build_optimizer, current_lr
-from trainer.rollout import PromptEncoder, SavedModel, eos_token_ids
+from trainer.rollout.base import PromptEncoder, SavedModel, eos_token_ids
 from trainer.train import TrainResult, _check_local, _first_line, _load_model, _load_tokenizer, _seed_everything
 
 logger = logging.getLogger("trainer")

@@ -2,8 +2,8 @@
 
 The server returns, for each completion, its reasoning steps as ``[start, end)`` character offsets into the text
 it scored (the completion decoded with special tokens skipped) with a score each. Process supervision
-(:func:`trainer.grpo.process_advantages`) needs, per step, the index of its last token: the first token whose
-decoded prefix reaches the step's end. A step the server could not score (``null``: nothing checkable, or a
+(:func:`trainer.algorithms.advantages.process_advantages`) needs, per step, the index of its last token: the first
+token whose decoded prefix reaches the step's end. A step the server could not score (``null``: nothing checkable, or a
 failure) keeps a NaN reward and adds nothing. The last scored step is extended to the completion's last token
 (EOS included): the steps cover only the reasoning, and without this the answer after it and the EOS would get
 no advantage at all.
@@ -18,7 +18,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from rlvr_client.protocol import RewardResult
-from trainer.rollout import RolloutBatch
+from trainer.rollout.base import RolloutBatch
 
 
 def char_end_to_token(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], char_end: int) -> int:
@@ -41,7 +41,7 @@ def char_end_to_token(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], ch
 def step_tensors(
     results: Sequence[RewardResult], batch: RolloutBatch, tokenizer: PreTrainedTokenizerBase
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(step_rewards, step_ends)`` for :func:`trainer.grpo.process_advantages`.
+    """``(step_rewards, step_ends)`` for :func:`trainer.algorithms.advantages.process_advantages`.
 
     Args:
         results: one server result per completion of ``batch``, in order, with ``steps`` asked for.

@@ -5,15 +5,17 @@
    :func:`keep_informative_groups` then drops groups whose rewards are all equal and samples more prompts.
 2. :func:`old_and_ref_log_probs`: old-policy and reference log-probs, computed while the last chunk is scored.
 3. :func:`score`: wait for the rewards.
-4. :func:`compute_advantages`: group advantages (or, with process supervision, token advantages from step
-   rewards) and the tokens the loss counts.
-5. :func:`update`: ``num_iterations`` optimizer steps, with gradient accumulation and clipping; the reference
-   model is synced when due (``sync_ref_model``).
+4. :func:`compute_advantages`: the advantages of the config's ``advantage_estimator`` (looked up in
+   :data:`trainer.algorithms.advantages.ADVANTAGE_ESTIMATORS`) and the tokens the loss counts.
+5. :func:`update`: ``num_iterations`` optimizer steps, with gradient accumulation and clipping, the loss
+   aggregated as ``loss_type`` says (:data:`trainer.algorithms.losses.LOSS_TYPES`); :func:`sync_reference_when_due`
+   after each.
 6. :func:`step_metrics` and :func:`end_step`: log, evaluate, checkpoint.
 
-The math is in :mod:`trainer.grpo` (DeepSeekMath arXiv 2402.03300, DAPO 2503.14476, Dr. GRPO 2503.20783);
+The math is in :mod:`trainer.algorithms` (DeepSeekMath arXiv 2402.03300, DAPO 2503.14476, Dr. GRPO 2503.20783);
 rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behind
-:class:`trainer.rollout.GenerationBackend`; ranks, sharding and reductions are in :mod:`trainer.distributed`.
+:class:`trainer.rollout.base.GenerationBackend`, and the sampler correction next to it
+(:mod:`trainer.rollout.correction`); ranks, sharding and reductions are in :mod:`trainer.distributed`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from rlvr_client.protocol import RewardResult, RewardServerError
+from trainer.algorithms.advantages import (
+    ADVANTAGE_ESTIMATORS,
+    AdvantageInputs,
+    StepRewards,
+    frac_zero_std_groups,
+    group_stats,
+)
+from trainer.algorithms.losses import grpo_loss
 from trainer.checkpoint import (
     REF_MODEL_DIR,
     read_loop_state,
@@ -50,29 +60,15 @@ from trainer.checkpoint import (
 from trainer.config import ConfigError, GRPOConfig, names_a_local_path
 from trainer.data import DataError, indices_from, load_named_rows, reward_items
 from trainer.distributed import Distributed
-from trainer.grpo import (
-    frac_zero_std_groups,
-    group_advantages,
-    group_stats,
-    grpo_loss,
-    process_advantages,
-    rft_advantages,
-    sampler_importance_weights,
-    shuffle_rewards,
-)
 from trainer.metrics import MetricsLogger, PhaseTimer
 from trainer.optim import build_optimizer, current_lr
 from trainer.reward_client import RewardScorer
-from trainer.rollout import (
-    GenerationBackend,
-    PromptEncoder,
-    RolloutBatch,
-    SamplingParams,
-    TransformersBackend,
-    completion_log_probs,
-)
+from trainer.rollout.base import GenerationBackend, PromptEncoder, RolloutBatch, SamplingParams
+from trainer.rollout.correction import SamplerCorrection
+from trainer.rollout.forward import completion_log_probs
+from trainer.rollout.transformers_backend import TransformersBackend
+from trainer.rollout.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
 from trainer.steps import step_tensors
-from trainer.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
 
 logger = logging.getLogger("trainer")
 
@@ -464,7 +460,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
         )
 
-    # With LoRA the engine gets the base model's weights with the adapters merged in (trainer.weights); the
+    # With LoRA the engine gets the base model's weights with the adapters merged in (trainer.rollout.weights); the
     # checkpoint then holds only the adapter, so the engine starts from the base.
     engine_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
     backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, use_bf16)
@@ -523,7 +519,7 @@ def _make_backend(
     """The transformers backend, or with ``use_vllm`` a colocated vLLM engine holding the policy's weights.
 
     vLLM is imported only here and only when chosen (the ``vllm`` extra). The engine is built from ``model_path``
-    and then synced once, which also proves the sync before the first step (see :mod:`trainer.vllm_backend`).
+    and then synced once, which also proves the sync before the first step (see :mod:`trainer.rollout.vllm`).
 
     Raises:
         ConfigError: ``use_vllm`` without vLLM installed, on several processes, or with sleep mode where vLLM has
@@ -544,7 +540,7 @@ def _make_backend(
             "ranks need vLLM's external_launcher, not built yet); run one process or set use_vllm: false"
         )
     try:
-        from trainer.vllm_backend import EngineOptions, VLLMBackend
+        from trainer.rollout.vllm import EngineOptions, VLLMBackend
     except ImportError as exc:
         raise ConfigError(
             f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
@@ -746,8 +742,8 @@ def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
 
 
 def _steps_request(config: GRPOConfig) -> dict[str, str] | None:
-    """What each reward item asks the server for its steps, with process supervision (``None`` otherwise)."""
-    if config.advantage_estimator != "process":
+    """What each reward item asks the server for its steps, when the estimator reads them (``None`` otherwise)."""
+    if not ADVANTAGE_ESTIMATORS.get(config.advantage_estimator).needs_steps:
         return None
     return {"component": config.step_component, "separator": config.step_separator}
 
@@ -774,7 +770,7 @@ def keep_informative_groups(run: Run, start: StepStart, first: Rollouts) -> Roll
     "Equal" is judged on ``dynamic_sampling_metric`` (verl's ``algorithm.filter_groups.metric``): by default the
     ``accuracy`` score where the results have one, so that an all-wrong group whose format or length shaping
     differs does not survive to train on shaping alone; equal up to rounding counts as equal
-    (:data:`trainer.grpo.ZERO_SPREAD_RTOL`).
+    (:data:`trainer.algorithms.advantages.ZERO_SPREAD_RTOL`).
 
     This waits for each batch's rewards, so scoring no longer overlaps the old/reference log-probs. When the
     rounds run out first, the step is filled with equal groups, in the order they were sampled, so the batch keeps
@@ -877,55 +873,53 @@ def score(run: Run, rollouts: Rollouts, start: StepStart) -> Scored:
 def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantages:
     """Phase 4: rewards to advantages, and the tokens the loss counts.
 
-    Outcome supervision (default): one group advantage per completion, computed on the rewards of every rank
-    (gathered; groups are whole on each rank, but ``scale_rewards: batch`` needs the whole batch's std). Process
-    supervision: the server's step rewards, normalised over each group's steps, summed over the steps at or after
-    each token (DeepSeekMath 4.1.3, :func:`trainer.grpo.process_advantages`). A completion with a null reward
-    (outcome) or no scored step (process) gets advantage 0 and is not trained on: its tokens leave the loss mask,
-    so it counts in no denominator and gets no KL gradient; an infrastructure failure is not a wrong answer.
+    The estimator is the config's ``advantage_estimator``, looked up in
+    :data:`trainer.algorithms.advantages.ADVANTAGE_ESTIMATORS` (its entries say what each computes); every one gets
+    the same inputs: this rank's rewards, verified flags and step rewards, the group ids, and the reductions over
+    ranks. A completion the estimator does not train on (a null reward, or no scored step) gets advantage 0 and
+    leaves the loss mask, so it counts in no denominator and gets no KL gradient; an infrastructure failure is not a
+    wrong answer.
     """
     config, dist = run.config, run.dist
     batch = rollouts.batch
-    metrics: dict[str, float] = {}
-    if config.advantage_estimator == "process":
-        step_rewards, step_ends = step_tensors(scored.results, batch, run.tokenizer)  # (N, S) each
-        width = batch.completion_ids.shape[1]
-        group_ids = rollouts.group_ids.cpu()  # groups are whole on each rank, so "group" and "none" are exact here
-        advantages = process_advantages(step_rewards, step_ends, group_ids, width, config.scale_rewards)  # (N, C)
-        trained = (~torch.isnan(step_rewards)).any(-1)  # (N,)
-        scores = step_rewards[~torch.isnan(step_rewards)]
-        counts = dist.sum(
-            torch.tensor(
-                [sum(len(r.steps or ()) for r in scored.results), len(scored.results), scores.numel(), scores.sum()],
-                dtype=torch.float64,
-            )
-        )
-        metrics = {
-            "steps/per_completion": float(counts[0] / max(float(counts[1]), 1.0)),
-            "steps/frac_scored": float(counts[2] / max(float(counts[0]), 1.0)),
-            "steps/mean_score": float(counts[3] / counts[2]) if counts[2] else math.nan,
-        }
-    else:
-        scores = dist.gather(_estimator_scores(config, scored))  # (B * G,) the whole step's
-        group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
-        if config.shuffle_rewards:  # the random-reward control: the same rewards, in permuted places
-            generator = torch.Generator().manual_seed(config.seed * 1_000_003 + run.prompt_cursor)
-            scores = shuffle_rewards(scores, generator)
-        advantages = COMPLETION_ESTIMATORS[config.advantage_estimator](scores, group_ids, config)  # (B * G,)
-        advantages = advantages[dist.shard(len(scores))]  # (N,)
-        trained = ~torch.isnan(scored.rewards)  # (N,)
+    estimator = ADVANTAGE_ESTIMATORS.get(config.advantage_estimator)
+    inputs = AdvantageInputs(
+        rewards=scored.rewards,
+        verified=torch.tensor([_verified(r) for r in scored.results], dtype=torch.float32),  # (N,)
+        group_ids=rollouts.group_ids.cpu(),  # (N,)
+        steps=_step_rewards(scored.results, batch, run.tokenizer),
+        num_tokens=batch.completion_ids.shape[1],
+        seed=config.seed * 1_000_003 + run.prompt_cursor,
+        reduce=dist,
+    )
+    out = estimator.compute(inputs, config)  # (N,) or (N, C) advantages
     loss_mask = batch.completion_mask.clone()  # (N, C)
     if config.mask_truncated_completions:
         loss_mask[batch.is_truncated] = 0
-    loss_mask[~trained.to(loss_mask.device)] = 0
+    loss_mask[~out.trained.to(loss_mask.device)] = 0
     return Advantages(
-        advantages=advantages.to(run.device),
+        advantages=out.advantages.to(run.device),
         loss_mask=loss_mask,
         num_items_in_batch=dist.mean(loss_mask.sum()),
         num_completions_in_batch=dist.mean((loss_mask.sum(-1) > 0).sum()),
         num_items_in_micro_batch=dist.mean(torch.stack([loss_mask[rows].sum() for rows in run.micro])),
-        metrics=metrics,
+        metrics=out.metrics,
     )
+
+
+def _step_rewards(
+    results: Sequence[RewardResult], batch: RolloutBatch, tokenizer: PreTrainedTokenizerBase
+) -> StepRewards:
+    """The step rewards of ``results`` (:func:`trainer.steps.step_tensors`); without a decode when no result
+    carries steps (none were asked for): ``(N, 1)`` all NaN, as ``step_tensors`` gives then."""
+    counts = torch.tensor([len(r.steps or ()) for r in results])  # (N,)
+    if not counts.any():
+        return StepRewards(
+            torch.full((len(results), 1), math.nan, dtype=torch.float64),
+            torch.zeros(len(results), 1, dtype=torch.long),
+            counts,
+        )
+    return StepRewards(*step_tensors(results, batch, tokenizer), counts)
 
 
 def _verified(result: RewardResult) -> float:
@@ -936,21 +930,6 @@ def _verified(result: RewardResult) -> float:
     accuracy = result.components.get("accuracy")
     score = accuracy.score if accuracy is not None else result.reward
     return 1.0 if score is not None and score >= 1.0 else 0.0
-
-
-def _estimator_scores(config: GRPOConfig, scored: Scored) -> torch.Tensor:
-    """``(N,)`` what a per-completion estimator reads: the rewards, or for ``rft`` the verified flags."""
-    if config.advantage_estimator == "rft":
-        return torch.tensor([_verified(r) for r in scored.results], dtype=torch.float32)
-    return scored.rewards
-
-
-#: Per-completion advantage estimators, by ``advantage_estimator``: ``(scores, group_ids, config) -> advantages``,
-#: each ``(B * G,)`` over the whole step. (``process`` gives token advantages, from the step rewards.)
-COMPLETION_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor, GRPOConfig], torch.Tensor]] = {
-    "outcome": lambda scores, group_ids, config: group_advantages(scores, group_ids, config.scale_rewards),
-    "rft": lambda scores, group_ids, config: rft_advantages(scores),
-}
 
 
 def _grad_cosine(run: Run, trainable: list[torch.nn.Parameter]) -> float:
@@ -980,7 +959,8 @@ def update(
 ) -> dict[str, float]:
     """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
     micro-batches (gradients are all-reduced across ranks on the last one only), then clipping the global norm;
-    the reference is synced when due (``sync_ref_model``).
+    after each, :func:`sync_reference_when_due`. The loss is :func:`trainer.algorithms.losses.grpo_loss`, aggregated
+    as ``loss_type`` names it.
 
     Returns:
         ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``optim/grad_norm`` (over
@@ -1052,10 +1032,7 @@ def update(
             run.optimizer.step()
             run.scheduler.step()
             run.optimizer.zero_grad(set_to_none=True)
-            updates_done = start.step * config.num_iterations + iteration + 1
-            if config.sync_ref_model and updates_done % config.ref_model_sync_steps == 0:
-                sync_reference(run)
-                stats["ref_syncs"].append(1.0)
+            stats["ref_syncs"].append(sync_reference_when_due(run, start.step * config.num_iterations + iteration + 1))
     means = dist.mean(torch.tensor([sum(v) / len(v) for v in (stats["policy_loss"], stats["kl"], stats["clip_ratio"])]))
     entropy_totals = dist.sum(torch.tensor([entropy_sum, entropy_tokens], dtype=torch.float64))
     return {
@@ -1065,10 +1042,20 @@ def update(
         "policy/entropy": float(entropy_totals[0] / max(float(entropy_totals[1]), 1.0)),
         "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),  # the same on every rank
         "optim/lr": lr,
-        "ref/synced": float(len(stats["ref_syncs"])),
+        "ref/synced": float(sum(stats["ref_syncs"])),
         **({"optim/grad_cosine": stats["grad_cosine"][0]} if stats["grad_cosine"] else {}),
         **correction.metrics(),
     }
+
+
+def sync_reference_when_due(run: Run, updates_done: int) -> float:
+    """After optimizer update number ``updates_done`` (1-based, over the run): :func:`sync_reference` when
+    ``sync_ref_model`` is on and ``ref_model_sync_steps`` divides it. Returns 1.0 when it synced, else 0.0."""
+    config = run.config
+    if not (config.sync_ref_model and updates_done % config.ref_model_sync_steps == 0):
+        return 0.0
+    sync_reference(run)
+    return 1.0
 
 
 @torch.no_grad()
@@ -1083,58 +1070,6 @@ def sync_reference(run: Run) -> None:
     for ref_p, p in zip(run.ref_model.parameters(), run.model.parameters(), strict=True):
         ref_p.mul_(1.0 - alpha).add_(p.detach().to(ref_p.dtype), alpha=alpha)
     run.ref_synced = True
-
-
-@dataclass
-class SamplerCorrection:
-    """The train/inference mismatch of a sampler that is not the policy's own forward (vLLM), per micro-batch.
-
-    ``weights[k]`` is micro-batch ``k``'s truncated importance weight (:func:`trainer.grpo.sampler_importance_weights`)
-    when ``vllm_importance_sampling_correction`` is on. The metrics follow TRL's ``sampling/*`` ones:
-    ``rollout/logprob_diff`` (mean ``|log pi_old - log pi_sampler|`` over completion tokens) and ``_max``, and the
-    correction's ``rollout/is_ratio_{mean,min,max}`` with ``rollout/is_ratio_capped_frac`` (share of tokens, or of
-    completions in ``sequence_*`` modes, whose ratio the cap truncated or masked).
-    """
-
-    weights: dict[int, torch.Tensor] = field(default_factory=dict)
-    diff_sum: float = 0.0
-    diff_max: float = 0.0
-    tokens: float = 0.0
-    ratios: list[torch.Tensor] = field(default_factory=list)
-    capped: list[torch.Tensor] = field(default_factory=list)
-
-    def add(self, k: int, old_logp: torch.Tensor, mb: RolloutBatch, config: GRPOConfig) -> None:
-        """Record micro-batch ``k``: ``old_logp`` ``(b, c)`` against ``mb.sampling_log_probs``."""
-        assert mb.sampling_log_probs is not None
-        mask = mb.completion_mask.to(old_logp.dtype)  # (b, c)
-        sampled = mb.sampling_log_probs.to(old_logp.dtype)  # (b, c)
-        diff = (old_logp - sampled).abs() * mask
-        self.diff_sum += float(diff.sum())
-        self.diff_max = max(self.diff_max, float(diff.max()) if diff.numel() else 0.0)
-        self.tokens += float(mask.sum())
-        if not config.vllm_importance_sampling_correction:
-            return
-        mode, cap = config.vllm_importance_sampling_mode, config.vllm_importance_sampling_cap
-        w = sampler_importance_weights(old_logp, sampled, mask, mode=mode, cap=cap)  # (b, c) or (b, 1)
-        self.weights[k] = w
-        raw = sampler_importance_weights(old_logp, sampled, mask, mode=mode, cap=math.inf)
-        kept = mask.bool() if w.shape[-1] != 1 else mask.sum(-1, keepdim=True) > 0  # tokens, or whole completions
-        self.ratios.append(w[kept])
-        self.capped.append(raw[kept] > cap)
-
-    def metrics(self) -> dict[str, float]:
-        """The step's ``rollout/*`` metrics; empty when the sampler gave no log-probs."""
-        if not self.tokens:
-            return {}
-        out = {"rollout/logprob_diff": self.diff_sum / self.tokens, "rollout/logprob_diff_max": self.diff_max}
-        if self.ratios and (ratios := torch.cat(self.ratios)).numel():
-            out |= {
-                "rollout/is_ratio_mean": float(ratios.mean()),
-                "rollout/is_ratio_min": float(ratios.min()),
-                "rollout/is_ratio_max": float(ratios.max()),
-                "rollout/is_ratio_capped_frac": float(torch.cat(self.capped).float().mean()),
-            }
-        return out
 
 
 def step_metrics(

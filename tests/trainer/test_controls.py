@@ -18,9 +18,15 @@ import torch
 
 from tests.trainer.conftest import StandInServer
 from tests.trainer.test_train import _config
+from trainer.algorithms.advantages import (
+    frac_zero_std_groups,
+    group_advantages,
+    group_stats,
+    rft_advantages,
+    shuffle_rewards,
+)
 from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
-from trainer.grpo import frac_zero_std_groups, group_advantages, group_stats, rft_advantages, shuffle_rewards
 from trainer.reward_client import RewardScorer
 from trainer.train import _grad_cosine, train
 

@@ -15,13 +15,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.trainer.conftest import StandInServer
 from trainer.config import config_from_dict
-from trainer.rollout import (
-    RolloutBatch,
-    SamplingParams,
-    TransformersBackend,
-    completion_log_probs,
-    completion_mask_from_ids,
-)
+from trainer.rollout.base import RolloutBatch, SamplingParams, completion_mask_from_ids
+from trainer.rollout.forward import completion_log_probs
+from trainer.rollout.transformers_backend import TransformersBackend
 from trainer.train import train
 
 pytestmark = [

@@ -9,21 +9,10 @@ import pytest
 import torch
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
-from trainer.grpo import (
-    ADVANTAGE_EPS,
-    OUTSIDE_SUPPORT_LOGP,
-    aggregate_loss,
-    clipped_surrogate,
-    entropy_from_logits,
-    frac_zero_std_groups,
-    group_advantages,
-    grpo_loss,
-    kl_k3,
-    process_advantages,
-    sampler_importance_weights,
-    sampling_support,
-    token_log_probs,
-)
+from trainer.algorithms.advantages import ADVANTAGE_EPS, frac_zero_std_groups, group_advantages, process_advantages
+from trainer.algorithms.logprobs import OUTSIDE_SUPPORT_LOGP, entropy_from_logits, sampling_support, token_log_probs
+from trainer.algorithms.losses import aggregate_loss, clipped_surrogate, grpo_loss, kl_k3
+from trainer.rollout.correction import sampler_importance_weights
 
 NAN = float("nan")
 SQRT_THIRD = math.sqrt(1 / 3)

@@ -12,7 +12,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from trainer.rollout import RolloutBatch, completion_log_probs
+from trainer.rollout.base import RolloutBatch
+from trainer.rollout.forward import completion_log_probs
 
 
 def _batch(vocab: int, n: int, p: int, c: int, seed: int = 0) -> RolloutBatch:

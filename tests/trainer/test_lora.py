@@ -16,8 +16,8 @@ from transformers import AutoModelForCausalLM
 from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 from tests.trainer.conftest import StandInServer
 from trainer.config import ConfigError, config_from_dict
+from trainer.rollout.weights import apply_lora, engine_weights
 from trainer.train import train
-from trainer.weights import apply_lora, engine_weights
 
 pytest.importorskip("peft")
 

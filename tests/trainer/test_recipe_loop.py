@@ -17,7 +17,9 @@ from tests.trainer.test_train import _config, _params
 from trainer.config import ConfigError
 from trainer.data import indices_from
 from trainer.metrics import read_metrics
-from trainer.rollout import SamplingParams, TransformersBackend, completion_log_probs
+from trainer.rollout.base import SamplingParams
+from trainer.rollout.forward import completion_log_probs
+from trainer.rollout.transformers_backend import TransformersBackend
 from trainer.steps import char_end_to_token, step_tensors
 from trainer.train import train
 

@@ -9,13 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from tests.trainer.conftest import CHAT_TEMPLATE
-from trainer.rollout import (
-    RolloutBatch,
-    SamplingParams,
-    TransformersBackend,
-    completion_log_probs,
-    completion_mask_from_ids,
-)
+from trainer.rollout.base import RolloutBatch, SamplingParams, completion_mask_from_ids
+from trainer.rollout.forward import completion_log_probs
+from trainer.rollout.transformers_backend import TransformersBackend
 from trainer.tiny import build_tiny_model, build_tokenizer
 
 

@@ -17,7 +17,7 @@ from trainer.__main__ import app
 from trainer.config import ConfigError, SFTConfig, config_from_dict
 from trainer.data import DataError
 from trainer.metrics import read_metrics
-from trainer.rollout import PromptEncoder
+from trainer.rollout.base import PromptEncoder
 from trainer.sft import IGNORE_INDEX, collate, completion_nll, encode_rows, sft
 
 

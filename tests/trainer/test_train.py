@@ -20,13 +20,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlvr_client.client import RewardItem, RewardServerError
 from tests.trainer.conftest import StandInServer
+from trainer.algorithms.losses import grpo_loss
 from trainer.config import ConfigError, GRPOConfig, config_from_dict
 from trainer.data import DataError
-from trainer.grpo import grpo_loss
 from trainer.metrics import read_metrics
 from trainer.plot import plot_run
 from trainer.reward_client import RewardScorer
-from trainer.rollout import SamplingParams, TransformersBackend, completion_log_probs
+from trainer.rollout.base import SamplingParams
+from trainer.rollout.forward import completion_log_probs
+from trainer.rollout.transformers_backend import TransformersBackend
 from trainer.train import train
 
 
@@ -494,8 +496,8 @@ def test_a_batch_the_server_refuses_says_to_fix_the_request(
 
 
 def test_sampler_correction_metrics_hand_computed(tiny_model_dir: Path, prompt_files: tuple[Path, Path]) -> None:
-    from trainer.rollout import RolloutBatch
-    from trainer.train import SamplerCorrection
+    from trainer.rollout.base import RolloutBatch
+    from trainer.rollout.correction import SamplerCorrection
 
     config = _config(tiny_model_dir, prompt_files, Path("unused"), use_vllm=True, vllm_importance_sampling_cap=1.5)
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
@@ -533,7 +535,7 @@ def test_use_vllm_without_vllm_installed_says_how_to_install_it(
 ) -> None:
     import sys
 
-    monkeypatch.setitem(sys.modules, "trainer.vllm_backend", None)  # what an environment without vLLM sees
+    monkeypatch.setitem(sys.modules, "trainer.rollout.vllm", None)  # what an environment without vLLM sees
     config = _config(tiny_model_dir, prompt_files, tmp_path / "run", use_vllm=True)
     with pytest.raises(ConfigError, match=r"use_vllm: vLLM is not installed .*pip install -e '\.\[vllm\]'"):
         train(config, scorer=StandInServer().scorer())

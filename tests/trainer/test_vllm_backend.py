@@ -14,7 +14,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from trainer.rollout import SamplingParams, TransformersBackend, completion_log_probs, completion_mask_from_ids
+from trainer.rollout.base import SamplingParams, completion_mask_from_ids
+from trainer.rollout.forward import completion_log_probs
+from trainer.rollout.transformers_backend import TransformersBackend
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -31,7 +33,7 @@ def policy(vllm_model_dir: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def backend(vllm_model_dir: Path, policy: Any) -> Iterator[Any]:
-    from trainer.vllm_backend import EngineOptions, VLLMBackend
+    from trainer.rollout.vllm import EngineOptions, VLLMBackend
 
     tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
     b = VLLMBackend(
@@ -172,7 +174,7 @@ def test_the_same_torch_seed_samples_the_same_completions(backend: Any) -> None:
 def test_sleep_mode_is_refused_where_vllm_has_none(vllm_model_dir: Path, policy: Any) -> None:
     from vllm.platforms import current_platform
 
-    from trainer.vllm_backend import EngineOptions, VLLMBackend
+    from trainer.rollout.vllm import EngineOptions, VLLMBackend
 
     if current_platform.is_sleep_mode_available():
         pytest.skip("this platform has sleep mode")

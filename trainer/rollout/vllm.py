@@ -1,6 +1,6 @@
 """Rollouts with vLLM, colocated with the trainer: the one module that imports vLLM.
 
-:class:`VLLMBackend` is a :class:`trainer.rollout.GenerationBackend`. It runs a vLLM engine *in the trainer's own
+:class:`VLLMBackend` is a :class:`trainer.rollout.base.GenerationBackend`. It runs a vLLM engine *in the trainer's own
 process* (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, one uni-process executor on the trainer's device), which is TRL's
 ``vllm_mode: colocate``. After every optimizer step :meth:`VLLMBackend.sync_weights` hands the policy's tensors to
 vLLM's supported in-place update, ``LLM.collective_rpc("reload_weights", kwargs={"weights_iterator": ...})``
@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.rollout import (
+from trainer.rollout.base import (
     Prompt,
     PromptEncoder,
     RolloutBatch,
@@ -111,7 +111,7 @@ class VLLMBackend:
         tokenizer: the policy's tokenizer; prompts are tokenised here, exactly as :class:`TransformersBackend`
             does, and handed to vLLM as token ids.
         options: how to build the engine.
-        max_prompt_length, apply_chat_template: see :class:`trainer.rollout.PromptEncoder`.
+        max_prompt_length, apply_chat_template: see :class:`trainer.rollout.base.PromptEncoder`.
         probe_prompt: the fixed prompt whose log-probs prove each sync (at least 2 tokens once encoded).
         sync_tolerance: largest per-token log-prob difference allowed after a sync in float32; ``None`` skips
             the check.
@@ -165,7 +165,7 @@ class VLLMBackend:
     # ---------------------------------------------------------------------------------------------- generation
 
     def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
-        """Sample ``num_generations`` completions of each prompt (see :class:`trainer.rollout.GenerationBackend`).
+        """Sample ``num_generations`` completions of each prompt (see :class:`trainer.rollout.base.GenerationBackend`).
 
         Each call draws one seed from torch's global RNG and gives request ``i`` the seed ``seed + i * G`` (vLLM
         gives its ``G`` samples ``+ 0 .. G-1``), so a run seeded the same way, and a resume that restores torch's

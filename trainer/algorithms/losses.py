@@ -1,0 +1,303 @@
+"""The policy loss: the clipped surrogate, k3 KL, and the loss aggregations the config's ``loss_type`` names.
+
+Pure tensor functions, tested against hand-computed values (``tests/trainer/test_grpo.py``). The aggregations are
+registered in :data:`LOSS_TYPES` with one signature, ``(masked, mask, Normalisers) -> scalar``;
+:func:`aggregate_loss` looks one up by name, so a new aggregation is one decorated function.
+
+Shapes: ``B`` completions in a micro-batch, ``T`` completion tokens (right-padded).
+
+Sources:
+    * DeepSeekMath (Shao et al. 2024, arXiv 2402.03300), section 4.1: the GRPO objective (eq. 3) and the k3 KL
+      estimator (eq. 4).
+    * DAPO (Yu et al. 2025, arXiv 2503.14476): decoupled clipping ``epsilon``/``epsilon_high`` ("clip-higher")
+      and the token-level loss normalised over all tokens of the batch (eq. 8).
+    * Dr. GRPO (Liu et al. 2025, arXiv 2503.20783): a constant length normaliser, which removes GRPO's length bias.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from trainer.algorithms.registry import Registry
+
+LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
+
+#: Log-ratios (policy vs old policy, reference vs policy) are clamped to +-this many nats before ``exp``. In float32
+#: ``exp(x)`` overflows to ``inf`` past about 88.7, and ``inf * 0`` (a masked padding position) is NaN in both the
+#: loss and its gradient. ``exp(20)`` is about 5e8: a real token that far from the old policy is clipped anyway.
+MAX_LOG_RATIO = 20.0
+
+
+def clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    epsilon: float,
+    epsilon_high: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token PPO clipped surrogate loss (DeepSeekMath eq. 3; clip-higher from DAPO, section 3.1).
+
+    ``loss_t = -min(rho_t * A, clip(rho_t, 1 - epsilon, 1 + epsilon_high) * A)`` with
+    ``rho_t = exp(logp_t - old_logp_t)``. With ``num_iterations == 1`` the caller passes ``old_logp =
+    logp.detach()``, so ``rho == 1`` and the gradient is the plain policy gradient. The log-ratio is clamped to
+    ``+-MAX_LOG_RATIO`` before ``exp``, so a huge gap at a masked padding position cannot make the loss NaN.
+
+    Args:
+        logp: ``(B, T)`` log-probs of the completion tokens under the policy being trained (with grad).
+        old_logp: ``(B, T)`` log-probs under the policy that sampled them (no grad).
+        advantages: ``(B,)`` one advantage per completion (outcome supervision), or ``(B, T)`` one per token
+            (process supervision, :func:`trainer.algorithms.advantages.process_advantages`).
+        epsilon: lower clip range, ``rho >= 1 - epsilon``.
+        epsilon_high: upper clip range, ``rho <= 1 + epsilon_high``; ``None`` means ``epsilon``.
+
+    Returns:
+        ``(per_token_loss, is_clipped)``, both ``(B, T)``; ``is_clipped`` marks tokens whose gradient the clip
+        removed (ratio outside the range on the side that the advantage's sign makes binding).
+    """
+    epsilon_high = epsilon if epsilon_high is None else epsilon_high
+    ratio = torch.exp((logp - old_logp).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO))  # (B, T)
+    adv = advantages.unsqueeze(-1) if advantages.ndim == 1 else advantages  # (B, 1) or (B, T)
+    unclipped = ratio * adv  # (B, T)
+    clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + epsilon_high) * adv  # (B, T)
+    per_token_loss = -torch.min(unclipped, clipped)  # (B, T)
+    is_clipped = ((ratio < 1.0 - epsilon) & (adv < 0)) | ((ratio > 1.0 + epsilon_high) & (adv > 0))  # (B, T)
+    return per_token_loss, is_clipped
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of KL(policy || reference) (DeepSeekMath eq. 4; Schulman 2020, "Approximating KL").
+
+    ``kl_t = exp(ref_logp_t - logp_t) - (ref_logp_t - logp_t) - 1``: unbiased, always >= 0, and exactly 0 where
+    the two log-probs agree. The gap is clamped to ``+-MAX_LOG_RATIO`` first (see :func:`clipped_surrogate`).
+
+    Args:
+        logp: ``(B, T)`` policy log-probs of the sampled tokens.
+        ref_logp: ``(B, T)`` frozen reference model's log-probs of the same tokens.
+
+    Returns:
+        ``(B, T)``.
+    """
+    delta = (ref_logp - logp).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)  # (B, T)
+    return torch.exp(delta) - delta - 1.0  # (B, T)
+
+
+def aggregate_loss(
+    per_token_loss: torch.Tensor,
+    mask: torch.Tensor,
+    loss_type: LossType,
+    *,
+    max_completion_length: int,
+    num_items_in_batch: int | float | torch.Tensor | None = None,
+    num_completions_in_batch: int | float | torch.Tensor | None = None,
+    gradient_accumulation_steps: int = 1,
+    num_items_in_micro_batch: int | float | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reduce per-token losses of one micro-batch to the scalar that is back-propagated.
+
+    Summing the returned values over the ``gradient_accumulation_steps`` micro-batches of a batch gives the
+    batch loss (exactly for ``grpo``, ``dr_grpo`` and ``dapo``; ``bnpo`` normalises per micro-batch by design).
+
+    * ``grpo``: mean over completions of each completion's token mean (DeepSeekMath eq. 3). Long completions
+      weigh less per token, which Dr. GRPO (arXiv 2503.20783, section 3.1) shows biases length.
+    * ``bnpo``: sum over the micro-batch's tokens divided by their number.
+    * ``dr_grpo``: sum divided by ``completions * max_completion_length``, a constant (Dr. GRPO, section 3.2).
+    * ``dapo``: sum divided by the number of completion tokens in the whole accumulated batch,
+      ``num_items_in_batch`` (DAPO eq. 8, token-level policy gradient loss).
+
+    A completion whose mask is all 0 (a null reward, a masked truncated completion) is not trained on: it adds
+    nothing to any sum, and it does not count in the ``grpo`` and ``dr_grpo`` denominators when the caller passes
+    ``num_completions_in_batch``, the completions of the whole batch that have a token in the mask.
+
+    Args:
+        per_token_loss: ``(B, T)``.
+        mask: ``(B, T)`` 1 for completion tokens that count, 0 for padding (and for completions not trained on).
+        loss_type: ``grpo``, ``bnpo``, ``dr_grpo`` or ``dapo``.
+        max_completion_length: in tokens; the ``dr_grpo`` constant.
+        num_items_in_batch: completion tokens in the accumulated batch; required for ``dapo``.
+        num_completions_in_batch: completions that count in the accumulated batch (``grpo``, ``dr_grpo``);
+            ``None`` counts every row, ``B * gradient_accumulation_steps``. With several processes the loop
+            passes the count over all ranks divided by their number, since the ranks' gradients are averaged
+            (likewise ``num_items_in_batch`` for ``dapo`` and ``num_items_in_micro_batch`` for ``bnpo``).
+        gradient_accumulation_steps: micro-batches per optimizer step; ``bnpo`` divides by it so the accumulated
+            gradient is the mean over micro-batches.
+        num_items_in_micro_batch: ``bnpo``'s normaliser; ``None`` counts the tokens in ``mask``.
+
+    Raises:
+        ValueError: unknown ``loss_type``, or ``dapo`` without ``num_items_in_batch``.
+    """
+    mask = mask.to(per_token_loss.dtype)  # (B, T)
+    masked = per_token_loss * mask  # (B, T)
+    if num_completions_in_batch is None:
+        num_completions_in_batch = per_token_loss.size(0) * gradient_accumulation_steps
+    aggregation = LOSS_TYPES.get(loss_type)
+    normalisers = Normalisers(
+        completions=torch.as_tensor(num_completions_in_batch, dtype=per_token_loss.dtype).clamp(min=1.0),
+        max_completion_length=max_completion_length,
+        num_items_in_batch=num_items_in_batch,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        num_items_in_micro_batch=num_items_in_micro_batch,
+    )
+    return aggregation(masked, mask, normalisers)
+
+
+# ---------------------------------------------------------------------------------------------------- aggregations
+
+
+@dataclass(frozen=True)
+class Normalisers:
+    """What an aggregation may divide by; :func:`aggregate_loss` says what each one is.
+
+    Attributes:
+        completions: scalar, the completions that count in the accumulated batch (at least 1).
+        max_completion_length: in tokens.
+        num_items_in_batch: completion tokens in the accumulated batch, or ``None``.
+        gradient_accumulation_steps: micro-batches per optimizer step.
+        num_items_in_micro_batch: tokens that count in this micro-batch, or ``None`` (count ``mask``).
+    """
+
+    completions: torch.Tensor
+    max_completion_length: int
+    num_items_in_batch: int | float | torch.Tensor | None
+    gradient_accumulation_steps: int
+    num_items_in_micro_batch: int | float | torch.Tensor | None
+
+
+#: ``(masked, mask, normalisers) -> scalar``: ``masked`` is ``(B, T)`` per-token losses already times ``mask``.
+Aggregation = Callable[[torch.Tensor, torch.Tensor, Normalisers], torch.Tensor]
+
+#: The ``loss_type`` choices, in the order the config's error lists them.
+LOSS_TYPES: Registry[Aggregation] = Registry("loss_type")
+
+
+@LOSS_TYPES.register("grpo")
+def grpo(masked: torch.Tensor, mask: torch.Tensor, n: Normalisers) -> torch.Tensor:
+    """Mean over completions of each completion's token mean (DeepSeekMath eq. 3)."""
+    return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum() / n.completions
+
+
+@LOSS_TYPES.register("bnpo")
+def bnpo(masked: torch.Tensor, mask: torch.Tensor, n: Normalisers) -> torch.Tensor:
+    """Sum over the micro-batch's tokens divided by their number (and by the micro-batches of the step)."""
+    count = mask.sum() if n.num_items_in_micro_batch is None else n.num_items_in_micro_batch
+    count = torch.as_tensor(count, dtype=masked.dtype).clamp(min=1.0)
+    return masked.sum() / count / n.gradient_accumulation_steps
+
+
+@LOSS_TYPES.register("dr_grpo")
+def dr_grpo(masked: torch.Tensor, mask: torch.Tensor, n: Normalisers) -> torch.Tensor:
+    """Sum divided by ``completions * max_completion_length``, a constant (Dr. GRPO, section 3.2)."""
+    return masked.sum() / (n.completions * n.max_completion_length)
+
+
+@LOSS_TYPES.register("dapo")
+def dapo(masked: torch.Tensor, mask: torch.Tensor, n: Normalisers) -> torch.Tensor:
+    """Sum divided by the completion tokens of the whole accumulated batch (DAPO eq. 8).
+
+    Raises:
+        ValueError: ``num_items_in_batch`` is ``None``.
+    """
+    if n.num_items_in_batch is None:
+        raise ValueError("loss_type 'dapo' needs num_items_in_batch, the completion tokens of the whole batch")
+    normaliser = torch.as_tensor(n.num_items_in_batch, dtype=masked.dtype).clamp(min=1.0)
+    return masked.sum() / normaliser
+
+
+# -------------------------------------------------------------------------------------------------------- the loss
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` where ``mask`` is 1 (0 when the mask is empty). Both ``(B, T)``; returns a scalar."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@dataclass(frozen=True)
+class LossOutput:
+    """What :func:`grpo_loss` returns: the scalar to back-propagate and detached per-micro-batch statistics.
+
+    Attributes:
+        loss: scalar with grad, already divided for gradient accumulation as :func:`aggregate_loss` says.
+        policy_loss: the surrogate part of ``loss`` alone (detached).
+        kl: token mean of the k3 KL (detached); 0 when ``beta == 0``.
+        clip_ratio: share of completion tokens whose gradient the clip removed (detached).
+    """
+
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    kl: torch.Tensor
+    clip_ratio: torch.Tensor
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    loss_type: LossType,
+    epsilon: float,
+    epsilon_high: float | None,
+    beta: float,
+    ref_logp: torch.Tensor | None,
+    max_completion_length: int,
+    num_items_in_batch: int | float | torch.Tensor | None = None,
+    num_completions_in_batch: int | float | torch.Tensor | None = None,
+    gradient_accumulation_steps: int = 1,
+    importance_weights: torch.Tensor | None = None,
+    num_items_in_micro_batch: int | float | torch.Tensor | None = None,
+) -> LossOutput:
+    """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
+
+    The KL term is added per token, inside the aggregation, as in eq. 3, so a token outside ``mask`` gets neither
+    policy nor KL gradient. With ``beta == 0`` no reference log-probs are needed and ``ref_logp`` may be ``None``.
+
+    Args:
+        logp: ``(B, T)`` policy log-probs (with grad).
+        old_logp: ``(B, T)`` sampling policy's log-probs (no grad).
+        advantages: ``(B,)`` per completion, or ``(B, T)`` per token.
+        mask: ``(B, T)`` completion tokens that count.
+        loss_type, max_completion_length, num_items_in_batch, num_completions_in_batch,
+            gradient_accumulation_steps, num_items_in_micro_batch: see :func:`aggregate_loss`.
+        epsilon, epsilon_high: see :func:`clipped_surrogate`.
+        beta: KL coefficient.
+        ref_logp: ``(B, T)`` reference log-probs, required when ``beta > 0``.
+        importance_weights: ``(B, T)`` or ``(B, 1)`` sampler correction from
+            :func:`trainer.rollout.correction.sampler_importance_weights`;
+            it multiplies the surrogate of each token, not the KL term (as TRL applies it).
+
+    Raises:
+        ValueError: ``beta > 0`` without ``ref_logp``, or what :func:`aggregate_loss` raises.
+    """
+    per_token, is_clipped = clipped_surrogate(logp, old_logp, advantages, epsilon, epsilon_high)  # (B, T)
+    if importance_weights is not None:
+        per_token = per_token * importance_weights  # (B, T)
+    agg = functools.partial(
+        aggregate_loss,
+        loss_type=loss_type,
+        max_completion_length=max_completion_length,
+        num_items_in_batch=num_items_in_batch,
+        num_completions_in_batch=num_completions_in_batch,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        num_items_in_micro_batch=num_items_in_micro_batch,
+    )
+    policy_part = agg(per_token, mask)
+    if beta != 0.0:
+        if ref_logp is None:
+            raise ValueError("beta > 0 needs ref_logp, the reference model's log-probs")
+        kl = kl_k3(logp, ref_logp)  # (B, T)
+        loss = agg(per_token + beta * kl, mask)
+        kl_mean = masked_mean(kl.detach(), mask)
+    else:
+        loss = policy_part
+        kl_mean = torch.zeros(())
+    return LossOutput(
+        loss=loss,
+        policy_loss=policy_part.detach(),
+        kl=kl_mean,
+        clip_ratio=masked_mean(is_clipped.to(per_token.dtype), mask),
+    )

@@ -1,0 +1,209 @@
+"""The policy's forward over a rollout batch: the log-probs (and entropies) of its completion tokens.
+
+:func:`completion_log_probs` recomputes the log-probs of a batch with the policy (or the reference model) using
+the same positions that generation used, so the importance ratio of an unchanged policy is exactly 1. It is the
+same for every backend: the loss always runs on the trainer's own forward.
+
+Shapes: ``N`` completions, ``P`` prompt tokens (left-padded), ``C`` completion tokens (right-padded), ``V``
+vocabulary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.utils.checkpoint
+
+from trainer.algorithms.logprobs import entropy_from_logits, sampling_support, token_log_probs
+from trainer.distributed import unwrap
+from trainer.rollout.base import RolloutBatch
+
+
+def completion_log_probs(
+    model: torch.nn.Module,
+    batch: RolloutBatch,
+    temperature: float,
+    *,
+    with_entropy: bool = False,
+    chunk_tokens: int | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and optionally entropies) of the completion tokens under ``model``.
+
+    Positions are ``cumsum(attention_mask) - 1``, as ``generate`` computes them for left-padded prompts; without
+    them a padded prompt would be scored at other positions than it was sampled at. Logits are divided by the
+    sampling ``temperature`` (as TRL does) so the ratio compares the distribution that was sampled; with ``top_k``
+    or ``top_p`` the softmax is renormalised over the tokens the sampler could draw (:func:`trainer.algorithms.logprobs.
+    sampling_support`), so the log-probs are those of the truncated distribution the completions came from. (TRL
+    takes the full softmax there, which makes top-k/top-p rollouts slightly off-policy.) Entropies stay those of
+    the full distribution.
+
+    Memory: unchunked, the ``(N, C, V)`` logits exist in float32 several times over (the LM head's output, the
+    temperature-scaled copy kept for the backward pass, the entropy's temporaries): at Qwen's 152k vocabulary,
+    ``C = 1024`` and ``N = 8`` that is about 5 GB per copy. With ``chunk_tokens`` the LM head is applied to
+    ``chunk_tokens`` completion positions at a time, inside the model's forward (so DDP and FSDP see an ordinary
+    forward), and each chunk's logits are recomputed in the backward pass instead of kept
+    (``torch.utils.checkpoint``): extra memory is about ``chunk_tokens * V`` floats, whatever ``N`` and ``C``.
+    Models whose LM head is not a plain linear layer, or that post-process logits (Gemma's soft-capping), take
+    the unchunked path.
+
+    Args:
+        model: policy or reference model (or its DDP/FSDP wrapper), on the batch's device.
+        batch: a :class:`RolloutBatch` (usually a micro-batch from :meth:`RolloutBatch.select`).
+        temperature: the sampling temperature (> 0).
+        with_entropy: also return per-token entropies (detached).
+        chunk_tokens: completion positions whose logits are computed at once; ``None`` computes all at once.
+        top_k, top_p: the sampling truncation (0 and 1.0: none).
+
+    Returns:
+        ``(logp, entropy)``: ``(N, C)`` float32 each; ``entropy`` is ``None`` unless asked for. Grad flows into
+        ``logp`` when called with grad enabled.
+    """
+    input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)  # (N, P + C)
+    attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)  # (N, P + C)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P + C)
+    c = batch.completion_ids.shape[1]
+
+    def forward() -> Any:
+        return model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+            logits_to_keep=c + 1,
+        )
+
+    head = _plain_lm_head(model)
+    if chunk_tokens is None or head is None:
+        logits = forward().logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
+        support = sampling_support(logits, top_k, top_p)  # (N, C, V) or None
+        logp = token_log_probs(logits, batch.completion_ids, support)  # (N, C)
+        entropy = entropy_from_logits(logits.detach()) if with_entropy else None  # (N, C)
+        return logp, entropy
+    with _chunked_lm_head(head, batch.completion_ids, temperature, chunk_tokens, with_entropy, top_k, top_p) as stats:
+        logp = forward().logits[..., 0]  # (N, C): the head's stand-in output is the log-probs themselves
+    return logp, stats.get("entropy")
+
+
+def _plain_lm_head(model: torch.nn.Module) -> torch.nn.Linear | None:
+    """The model's LM head when it is a plain ``nn.Linear`` whose output the model returns as is, else ``None``."""
+    inner = unwrap(model)
+    get = getattr(inner, "get_output_embeddings", None)
+    head = get() if callable(get) else None
+    config = getattr(inner, "config", None)
+    softcapped = getattr(config, "final_logit_softcapping", None) is not None
+    return head if type(head) is torch.nn.Linear and not softcapped else None
+
+
+@contextlib.contextmanager
+def _chunked_lm_head(
+    head: torch.nn.Linear,
+    tokens: torch.Tensor,
+    temperature: float,
+    chunk_tokens: int,
+    with_entropy: bool,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """While inside, ``head`` returns ``(N, C, 1)`` log-probs of ``tokens`` instead of ``(N, C + 1, V)`` logits.
+
+    A pre-hook takes the head's input (the final hidden states) and hands the head an empty one, so the full
+    logits are never computed; a forward hook then returns the chunked log-probs in place of the head's output.
+    Both run inside the model's forward, where FSDP has gathered the head's weight. Entropies, when asked for,
+    land in the yielded dict under ``"entropy"``.
+    """
+    stats: dict[str, torch.Tensor] = {}
+    hidden: list[torch.Tensor] = []
+
+    def pre_hook(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        hidden.append(args[0])  # (N, C + 1, H)
+        return (args[0][:, :0], *args[1:])
+
+    def post_hook(module: torch.nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor:
+        h = hidden.pop()[:, :-1]  # (N, C, H): position t predicts completion token t
+        logp, entropy = chunked_token_log_probs(
+            h,
+            head.weight,
+            head.bias,
+            tokens,
+            temperature,
+            chunk_tokens,
+            with_entropy=with_entropy,
+            top_k=top_k,
+            top_p=top_p,
+        )
+        if entropy is not None:
+            stats["entropy"] = entropy
+        return logp.unsqueeze(-1).clone()  # (N, C, 1); a copy, since FSDP warns about returning a view
+
+    handles = [head.register_forward_pre_hook(pre_hook), head.register_forward_hook(post_hook)]
+    try:
+        yield stats
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def chunked_token_log_probs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    tokens: torch.Tensor,
+    temperature: float,
+    chunk_tokens: int,
+    *,
+    with_entropy: bool = False,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of ``tokens`` under ``softmax((hidden @ weight.T + bias) / temperature)``, ``chunk_tokens``
+    positions at a time; with grad enabled each chunk's logits are recomputed in the backward pass. With
+    ``top_k``/``top_p`` the softmax is renormalised over the sampler's support, as in :func:`completion_log_probs`.
+
+    Args:
+        hidden: ``(N, C, H)`` final hidden states (position t predicts ``tokens[:, t]``).
+        weight: ``(V, H)`` LM head; ``bias``: ``(V,)`` or ``None``.
+        tokens: ``(N, C)`` token ids.
+        temperature: logits are divided by it.
+        chunk_tokens: positions per chunk.
+        with_entropy: also return the entropies of the same distributions (detached).
+        top_k, top_p: the sampling truncation (0 and 1.0: none).
+
+    Returns:
+        ``(logp, entropy)``: ``(N, C)`` float32 each, ``entropy`` ``None`` unless asked for.
+    """
+    n, c, h = hidden.shape
+    flat_h = hidden.reshape(n * c, h)  # (N*C, H)
+    flat_t = tokens.reshape(n * c)  # (N*C,)
+    keep = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    logps, entropies = [], []
+    for lo in range(0, n * c, chunk_tokens):
+        args = (flat_h[lo : lo + chunk_tokens], weight, bias, flat_t[lo : lo + chunk_tokens], temperature, top_k, top_p)
+        if keep:
+            logp = torch.utils.checkpoint.checkpoint(_chunk_log_probs, *args, use_reentrant=False)
+        else:
+            logp = _chunk_log_probs(*args)
+        logps.append(logp)  # (k,)
+        if with_entropy:
+            with torch.no_grad():
+                logits = torch.nn.functional.linear(args[0], weight, bias).float() / temperature  # (k, V)
+                entropies.append(entropy_from_logits(logits))  # (k,)
+    logp = torch.cat(logps).reshape(n, c)
+    return logp, torch.cat(entropies).reshape(n, c) if with_entropy else None
+
+
+def _chunk_log_probs(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    tokens: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+) -> torch.Tensor:
+    logits = torch.nn.functional.linear(h, weight, bias).float() / temperature  # (k, V)
+    return token_log_probs(logits, tokens, sampling_support(logits, top_k, top_p))  # (k,)

@@ -1,0 +1,128 @@
+"""Generation with ``transformers``' ``model.generate``: the default :class:`trainer.rollout.base.GenerationBackend`.
+
+It samples with the policy itself, so its completions need no sampler correction
+(:mod:`trainer.rollout.correction`) and its weights no sync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.rollout.base import (
+    Prompt,
+    PromptEncoder,
+    RolloutBatch,
+    SamplingParams,
+    completion_mask_from_ids,
+    decode_completions,
+    eos_token_ids,
+)
+
+
+class TransformersBackend:
+    """Generation with ``transformers``' ``model.generate``: left padding, KV cache, stops at EOS.
+
+    Args:
+        model: the policy; generation runs in eval mode under ``torch.no_grad`` and restores the mode after.
+        tokenizer: its ``pad_token`` (or EOS when it has none) pads.
+        max_prompt_length, apply_chat_template: see :class:`PromptEncoder`.
+        autocast: a context manager factory entered around ``generate``: the update's autocast (bf16 on CUDA),
+            so that sampling draws from the distribution whose log-probs the loss computes.
+        synced_gpus: keep every rank in ``generate`` until all have finished (needed when the policy is sharded
+            with FSDP: each forward gathers the parameters with a collective).
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_prompt_length: int | None = None,
+        apply_chat_template: bool = True,
+        autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+        synced_gpus: bool = False,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.autocast = autocast
+        self.synced_gpus = synced_gpus
+        self.prompts = PromptEncoder(
+            tokenizer, max_prompt_length=max_prompt_length, apply_chat_template=apply_chat_template
+        )
+        self.use_chat_template = self.prompts.use_chat_template
+        self.pad_token_id = self.prompts.pad_token_id
+        self.eos_token_ids = eos_token_ids(model, tokenizer)
+
+    def render(self, prompt: Prompt) -> str:
+        """See :meth:`PromptEncoder.render`."""
+        return self.prompts.render(prompt)
+
+    def encode(self, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
+        """See :meth:`PromptEncoder.encode`."""
+        return self.prompts.encode(prompts)
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
+        """Sample ``num_generations`` completions of each prompt (see :class:`GenerationBackend`)."""
+        device = next(self.model.parameters()).device
+        ids, mask = self.encode(prompts)  # (n, P)
+        ids = ids.repeat_interleave(num_generations, 0).to(device)  # (N, P)
+        mask = mask.repeat_interleave(num_generations, 0).to(device)  # (N, P)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with self.autocast():
+                out = self.model.generate(  # type: ignore[operator]
+                    input_ids=ids,
+                    attention_mask=mask,
+                    generation_config=self._generation_config(sampling),
+                    synced_gpus=self.synced_gpus,
+                )  # (N, P + C)
+        finally:
+            self.model.train(was_training)
+        completion_ids = out[:, ids.shape[1] :]  # (N, C)
+        completion_mask, is_truncated = completion_mask_from_ids(completion_ids, self.eos_token_ids)
+        completion_ids = completion_ids.masked_fill(completion_mask == 0, self.pad_token_id)
+        texts = decode_completions(self.tokenizer, completion_ids, completion_mask)
+        return RolloutBatch(
+            prompt_ids=ids,
+            prompt_mask=mask,
+            completion_ids=completion_ids,
+            completion_mask=completion_mask,
+            is_truncated=is_truncated,
+            prompt_index=torch.arange(len(prompts), device=device).repeat_interleave(num_generations),
+            completion_texts=texts,
+        )
+
+    def sync_weights(self) -> dict[str, float]:
+        """Nothing to do: generation runs on the policy itself."""
+        return {}
+
+    def sleep(self) -> None:
+        """Nothing to free: generation holds no memory of its own between calls."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _generation_config(self, sampling: SamplingParams) -> GenerationConfig:
+        # Every knob is set explicitly: transformers fills unset ones from the checkpoint's generation_config
+        # (Qwen's sets top_p=0.8 and a repetition penalty), and those would make the sampler differ from the
+        # distribution whose log-probs the loss uses.
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "eos_token_id": list(self.eos_token_ids),
+            "pad_token_id": self.pad_token_id,
+            "use_cache": True,
+            "num_return_sequences": 1,
+            "repetition_penalty": 1.0,
+        }
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+        else:
+            kwargs.update(do_sample=False)
+        return GenerationConfig(**kwargs)
