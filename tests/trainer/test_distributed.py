@@ -23,7 +23,7 @@ from tests.trainer import dist_cases
 from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
 from trainer.metrics import read_metrics
-from trainer.train import _check_world_size
+from trainer.session import _check_world_size
 from trainer.weights import engine_weights
 
 
