@@ -7,12 +7,16 @@ style: ``learning_rate=2.0: must be in (0, 1). Typical GRPO values are 1e-6 to 1
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from pydantic import TypeAdapter, ValidationError
 
 from trainer.optim import LR_SCHEDULERS
 
@@ -171,22 +175,28 @@ def _describe(tp: Any) -> str:
 
 
 def _matches(value: Any, tp: Any) -> bool:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return value in typing.get_args(tp)
-    if origin in (types.UnionType, typing.Union):
-        return any(_matches(value, a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return value is None
-    if tp is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin is tuple:
-        return isinstance(value, tuple) and all(_matches(v, typing.get_args(tp)[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict)
-    return isinstance(value, tp)
+    """Whether ``value`` is a ``tp``, as pydantic's strict mode judges it: no bool or string for a number, no
+    number for a bool, a tuple (the YAML list, see :func:`_coerce`) of the right items. A mapping is only checked
+    to be one: what its keys and values must be, the range checks say with a hint."""
+    try:
+        _adapter(tp).validate_python(value, strict=True)
+    except ValidationError:
+        return False
+    return True
+
+
+@functools.cache
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(_any_mapping(tp))
+
+
+def _any_mapping(tp: Any) -> Any:
+    """``tp`` with every ``dict[K, V]`` in it as a plain ``dict``."""
+    if typing.get_origin(tp) is dict:
+        return dict
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        return functools.reduce(operator.or_, [_any_mapping(a) for a in typing.get_args(tp)])
+    return tp
 
 
 #: String options where whitespace is a value (a blank line separates steps).
