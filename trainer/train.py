@@ -587,10 +587,16 @@ class SamplerCorrection:
 
 
 def step_metrics(
-    run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, adv: Advantages, stats: dict[str, float]
+    dist: Distributed,
+    config: GRPOConfig,
+    start: StepStart,
+    rollouts: Rollouts,
+    scored: Scored,
+    adv: Advantages,
+    stats: dict[str, float],
 ) -> dict[str, Any]:
     """Phase 6a: the step's metrics row over all ranks (rewards, lengths, the update's statistics, timings)."""
-    dist, timer = run.dist, start.timer
+    timer = start.timer
     results = dist.gather_objects(scored.results)
     rewards = dist.gather(scored.rewards)  # (B * G,)
     group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
@@ -609,7 +615,7 @@ def step_metrics(
         "optim/lr": stats["optim/lr"],
         "optim/grad_norm": stats["optim/grad_norm"],
         **({"optim/grad_cosine": stats["optim/grad_cosine"]} if "optim/grad_cosine" in stats else {}),
-        **({"ref/synced": stats["ref/synced"]} if run.config.sync_ref_model else {}),
+        **({"ref/synced": stats["ref/synced"]} if config.sync_ref_model else {}),
         **rollouts.metrics,
         **{k: v for k, v in stats.items() if k.startswith("rollout/")},
         **timer.as_metrics(),
@@ -736,7 +742,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             run.prompt_cursor += rollouts.prompts_drawn
             with start.timer("weight_sync"):  # 5b. the sampler takes the new weights (vLLM; nothing otherwise)
                 stats |= run.backend.sync_weights()
-            row = step_metrics(run, start, rollouts, scored, adv, stats)  # 6. log, evaluate, checkpoint
+            row = step_metrics(dist, config, start, rollouts, scored, adv, stats)  # 6. log, evaluate, checkpoint
             end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")
