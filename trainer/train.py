@@ -12,6 +12,9 @@ one short function per phase of each step.
    model is synced when due (``sync_ref_model``).
 6. :func:`step_metrics` and :func:`end_step`: log, evaluate, checkpoint.
 
+What the phases hand each other (:class:`~trainer.phases.StepStart`, ``Rollouts``, ``Scored``, ``Advantages``) is
+in :mod:`trainer.phases`; what they share, the :class:`~trainer.session.Run`, in :mod:`trainer.session`.
+
 The math is in :mod:`trainer.grpo` (DeepSeekMath arXiv 2402.03300, DAPO 2503.14476, Dr. GRPO 2503.20783);
 rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behind
 :class:`trainer.rollout.GenerationBackend`; ranks, sharding and reductions are in :mod:`trainer.distributed`;
@@ -52,6 +55,7 @@ from trainer.grpo import (
 )
 from trainer.metrics import PhaseTimer
 from trainer.optim import current_lr
+from trainer.phases import Advantages, Rollouts, Scored, StepStart
 from trainer.reward_client import RewardScorer
 from trainer.rollout import (
     RolloutBatch,
@@ -65,86 +69,6 @@ logger = logging.getLogger("trainer")
 
 
 # ------------------------------------------------------------------------------------------------------------ phases
-
-
-@dataclass(frozen=True)
-class StepStart:
-    """What a step knows when it begins: its index, its timer, and the RNG state a failed step saves.
-
-    Attributes:
-        step: 0-based index of the step.
-        rng: the state of every RNG at the start of the step; a step that stops for want of rewards stores it, so
-            a resume redoes the step exactly.
-        timer: per-phase wall-clock seconds of this step.
-        started_s: ``time.perf_counter()`` at the start.
-    """
-
-    step: int
-    rng: dict[str, Any]
-    timer: PhaseTimer
-    started_s: float
-
-
-@dataclass(frozen=True)
-class Rollouts:
-    """Phase 1's output: this rank's prompts, their completions, and the reward requests already in flight.
-
-    Attributes:
-        rows: the data rows of the whole step's prompts (all ranks'), in order.
-        batch: this rank's ``N = len(rows) / world_size * num_generations`` completions; rows ``i*G .. i*G+G-1``
-            answer this rank's prompt ``i``.
-        group_ids: ``(N,)`` explicit group ids: prompt ``i`` of the step (over all ranks) is group ``i``.
-        futures: one future per chunk of groups sent to the reward server, in order.
-        prompts_drawn: prompts taken from the run's prompt order (more than ``prompt_batch_size`` when dynamic
-            sampling drew extra rounds).
-        metrics: ``dynamic_sampling/*`` figures of the step, when it was on.
-    """
-
-    rows: list[dict[str, Any]]
-    batch: RolloutBatch
-    group_ids: torch.Tensor
-    futures: list[Future[list[RewardResult]]]
-    prompts_drawn: int = 0
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Scored:
-    """Phase 3's output: one reward result per completion of this rank, in batch order.
-
-    Attributes:
-        results: the server's results (reward, status, components).
-        rewards: ``(N,)`` float rewards; NaN marks a completion the server could not score.
-    """
-
-    results: list[RewardResult]
-    rewards: torch.Tensor
-
-
-@dataclass(frozen=True)
-class Advantages:
-    """Phase 4's output: what the loss weighs each completion and token by.
-
-    Attributes:
-        advantages: ``(N,)`` group advantages of this rank's completions (outcome), or ``(N, C)`` token
-            advantages (process), on the policy's device.
-        loss_mask: ``(N, C)`` completion tokens that count in the loss; all 0 on a completion that is not trained
-            on (a null reward; with process supervision, no scored step).
-        num_items_in_batch: ``dapo``'s normaliser: the completion tokens that count, of the whole batch, per rank
-            (the mean over ranks: gradients are averaged over ranks, see :mod:`trainer.distributed`).
-        num_completions_in_batch: ``grpo``/``dr_grpo``'s normaliser: the completions with a token that counts, of
-            the whole batch, per rank in the same sense.
-        num_items_in_micro_batch: ``(gradient_accumulation_steps,)`` ``bnpo``'s normalisers: the tokens that count
-            in each micro-step, per rank in the same sense.
-        metrics: ``steps/*`` figures with process supervision.
-    """
-
-    advantages: torch.Tensor
-    loss_mask: torch.Tensor
-    num_items_in_batch: torch.Tensor
-    num_completions_in_batch: torch.Tensor
-    num_items_in_micro_batch: torch.Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
