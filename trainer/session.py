@@ -275,7 +275,25 @@ def wrap_models(
     return core, train_model, ref_model
 
 
-# ------------------------------------------------------------------------------------------------------ prompts
+# ------------------------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`trainer.train.train` and :func:`trainer.sft.sft` return.
+
+    Attributes:
+        output_dir: the run directory (``metrics.jsonl``, TensorBoard events, checkpoints).
+        checkpoint: the final checkpoint (Hugging Face format).
+        history: every logged metrics row of this process, in order.
+    """
+
+    output_dir: Path
+    checkpoint: Path
+    history: list[dict[str, Any]]
+
+
+# -------------------------------------------------------------------------------------------------- GRPO setup
 
 
 def _check_prompts(
@@ -316,24 +334,6 @@ def _check_prompts(
 def _micro_batches(n: int, gradient_accumulation_steps: int) -> list[slice]:
     size = n // gradient_accumulation_steps
     return [slice(i * size, (i + 1) * size) for i in range(gradient_accumulation_steps)]
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` returns.
-
-    Attributes:
-        output_dir: the run directory (``metrics.jsonl``, TensorBoard events, checkpoints).
-        checkpoint: the final checkpoint (Hugging Face format).
-        history: every logged metrics row of this process, in order.
-    """
-
-    output_dir: Path
-    checkpoint: Path
-    history: list[dict[str, Any]]
-
-
-# -------------------------------------------------------------------------------------------------- GRPO setup
 
 
 @dataclass
