@@ -29,11 +29,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from trainer.checkpoint import REF_MODEL_DIR, read_loop_state, resolve_checkpoint, restore_on_ranks
 from trainer.config import ConfigError, GRPOConfig, SFTConfig, names_a_local_path
-from trainer.config.groups import CheckpointOptions, ModelOptions, RuntimeOptions
+from trainer.config.groups import CheckpointOptions, ModelOptions, OptimizerOptions, RuntimeOptions
 from trainer.data import DataError, load_named_rows
 from trainer.distributed import Distributed
 from trainer.metrics import MetricsLogger
-from trainer.optim import OptimizerFields, build_optimizer
+from trainer.optim import build_optimizer
 from trainer.reward_client import RewardScorer
 from trainer.rollout import GenerationBackend, PromptEncoder, TransformersBackend
 from trainer.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
@@ -97,7 +97,7 @@ class Session:
         return autocast(self.use_bf16)
 
     def optimizer(
-        self, model: Any, params: Iterable[torch.nn.Parameter], config: OptimizerFields, num_updates: int
+        self, model: Any, params: Iterable[torch.nn.Parameter], config: OptimizerOptions, num_updates: int
     ) -> tuple[torch.optim.Optimizer, Any, int]:
         """AdamW over ``params`` with its schedule over ``num_updates`` steps (:func:`trainer.optim.build_optimizer`),
         restored with ``model`` from the checkpoint when there is one.
