@@ -60,7 +60,8 @@ class GRPOConfig(
 ):
     """Everything a GRPO run needs. Load with :func:`load_config`; build directly in tests.
 
-    The groups' options come first, the last base's first (the dataclass order), then GRPO's own.
+    A dataclass puts its last base's fields first, so the groups are listed from the last shown (vLLM) to the
+    first (the model); GRPO's own options follow theirs.
     """
 
     # ------------------------------------------------------------------ batch shape
