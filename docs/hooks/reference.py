@@ -3,7 +3,8 @@
 - ``api.md``: the marker ``<!-- generated: openapi -->`` becomes the app's OpenAPI schema (every endpoint, every
   request and result model with its fields, types, limits and descriptions), read from ``create_app().openapi()``.
 - ``trainer/config.md``: ``<!-- generated: grpo-config -->`` becomes every ``GRPOConfig`` field with its type,
-  default and the docstring under it, grouped by the section comments of ``trainer/config.py``;
+  default and the docstring under it, grouped by the section comments of ``trainer/config/`` (the option groups
+  and the commands' classes);
   ``trainer/recipe.md``: ``<!-- generated: sft-config -->`` and ``<!-- generated: sample-config -->`` the same
   for ``SFTConfig`` and ``SampleConfig``.
 - ``examples/arithmetic/curves.png`` (outside ``docs/``) is added to the site for the example's page.
@@ -184,14 +185,19 @@ def openapi_spec() -> dict[str, Any]:
 
 
 def _sections(cls: type) -> dict[str, str]:
-    """Field name -> the section comment above it (``# ---- model and data``) in the class's source."""
-    section, out = "", {}
-    for line in inspect.getsource(cls).splitlines():
-        text = line.strip()
-        if text.startswith("# ---"):
-            section = text.lstrip("#- ").strip()
-        elif ":" in text and not text.startswith(("#", '"', "def ", "@")) and text.split(":")[0].isidentifier():
-            out.setdefault(text.split(":")[0], section)
+    """Field name -> the section comment above it (``# ---- model and data``) in the source of the class, or of
+    the option group (a base class, :mod:`trainer.config.groups`) that defines it."""
+    out: dict[str, str] = {}
+    for klass in cls.__mro__:  # the most derived first: a redeclared option sits where the command puts it
+        if not dataclasses.is_dataclass(klass):
+            continue
+        section = ""
+        for line in inspect.getsource(klass).splitlines():
+            text = line.strip()
+            if text.startswith("# ---"):
+                section = text.lstrip("#- ").strip()
+            elif ":" in text and not text.startswith(("#", '"', "def ", "@")) and text.split(":")[0].isidentifier():
+                out.setdefault(text.split(":")[0], section)
     return out
 
 
@@ -210,15 +216,8 @@ def render_config(class_name: str = "GRPOConfig", level: int = 2) -> str:
     docs = trainer.config.field_docs(cls)
     hints = typing.get_type_hints(cls)
     sections = _sections(cls)
-    lines: list[str] = []
-    current = None
+    rows: dict[str, list[str]] = {}  # section -> its table rows, sections in the order of their first field
     for f in dataclasses.fields(cls):
-        section = sections.get(f.name, "")
-        if section != current:
-            current = section
-            title = section[:1].upper() + section[1:] or "Options"
-            lines += ["", f"{'#' * level} {title}", "", "| option | type | default | what |"]
-            lines.append("| --- | --- | --- | --- |")
         if f.default is not dataclasses.MISSING:
             default = f"`{json.dumps(list(f.default) if isinstance(f.default, tuple) else f.default)}`"
         else:
@@ -226,7 +225,13 @@ def render_config(class_name: str = "GRPOConfig", level: int = 2) -> str:
         doc = docs.get(f.name)
         if not doc:
             raise PluginError(f"{class_name}.{f.name} has no docstring under it; every option must say what it does")
-        lines.append(f"| `{f.name}` | `{_cell(_type_name(hints[f.name]))}` | {default} | {_cell(doc)} |")
+        row = f"| `{f.name}` | `{_cell(_type_name(hints[f.name]))}` | {default} | {_cell(doc)} |"
+        rows.setdefault(sections.get(f.name, ""), []).append(row)
+    lines: list[str] = []
+    for section, table in rows.items():
+        title = section[:1].upper() + section[1:] or "Options"
+        lines += ["", f"{'#' * level} {title}", "", "| option | type | default | what |", "| --- | --- | --- | --- |"]
+        lines += table
     return "\n".join(lines).strip() + "\n"
 
 

@@ -20,6 +20,7 @@ import httpx
 import torch
 
 from tests.trainer.conftest import StandInServer
+from trainer import session as session_module
 from trainer import train as train_module
 from trainer.config import GRPOConfig, config_from_dict
 from trainer.reward_client import RewardScorer
@@ -87,14 +88,14 @@ def config(model_dir: Path, train_file: Path, out: Path, **overrides: Any) -> GR
 
 def run_case(name: str, model_dir: Path, train_file: Path, out_root: Path) -> train_module.TrainResult:
     """Train case ``name`` on fixed rollouts into ``out_root/name``."""
-    real = train_module.TransformersBackend
-    train_module.TransformersBackend = FixedRollouts  # type: ignore[misc]
+    real = session_module.TransformersBackend
+    session_module.TransformersBackend = FixedRollouts  # type: ignore[misc]
     try:
         return train_module.train(
             config(model_dir, train_file, out_root / name, **CASES[name]), scorer=StandInServer(varied).scorer()
         )
     finally:
-        train_module.TransformersBackend = real  # type: ignore[misc]
+        session_module.TransformersBackend = real  # type: ignore[misc]
 
 
 def _resume_cases(model_dir: Path, train_file: Path, out_root: Path) -> None:

@@ -24,7 +24,7 @@ from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
 from trainer.metrics import read_metrics
 from trainer.rollout.weights import engine_weights
-from trainer.train import _check_world_size
+from trainer.session import _check_world_size
 
 
 def _params(path: Path) -> dict[str, torch.Tensor]:

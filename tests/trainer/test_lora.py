@@ -88,11 +88,11 @@ def test_engine_weights_are_the_merged_model_under_the_base_names(tiny_model_dir
 def test_a_lora_run_with_beta_uses_the_base_as_reference_and_saves_the_adapter(
     tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trainer import train as train_module
+    from trainer import session
 
     loaded: list[str] = []
-    real = train_module._load_model
-    monkeypatch.setattr(train_module, "_load_model", lambda path, *a: loaded.append(path) or real(path, *a))
+    real = session.load_model
+    monkeypatch.setattr(session, "load_model", lambda path, *a: loaded.append(path) or real(path, *a))
     result = train(_config(tiny_model_dir, prompt_files[0], tmp_path / "run"), scorer=StandInServer(_varied).scorer())
     assert loaded == [str(tiny_model_dir)]  # no second copy for the reference
     assert result.history[0]["loss/kl"] == 0.0  # LoRA starts with B = 0: the policy is the base

@@ -104,11 +104,11 @@ def test_kl_is_zero_at_the_first_update_when_policy_equals_reference(
 def test_no_reference_model_is_loaded_when_beta_is_zero(
     tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trainer import train as train_module
+    from trainer import session
 
     loaded: list[str] = []
-    real = train_module._load_model
-    monkeypatch.setattr(train_module, "_load_model", lambda path, *a: loaded.append(path) or real(path, *a))
+    real = session.load_model
+    monkeypatch.setattr(session, "load_model", lambda path, *a: loaded.append(path) or real(path, *a))
     train(_config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=1), scorer=StandInServer().scorer())
     assert loaded == [str(tiny_model_dir)]  # the policy only
 
@@ -381,7 +381,7 @@ RAISING_TEMPLATE = (
 def test_prompts_are_rendered_before_any_model_loads(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trainer import train as train_module
+    from trainer import session
 
     model_dir = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model_dir)
@@ -394,7 +394,7 @@ def test_prompts_are_rendered_before_any_model_loads(
         {"prompt": [{"role": "robot", "content": "What is 2 plus 2?"}], "ground_truth": "4"},
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    monkeypatch.setattr(train_module, "_load_model", lambda *a: pytest.fail("the model loaded before the data check"))
+    monkeypatch.setattr(session, "load_model", lambda *a: pytest.fail("the model loaded before the data check"))
     with pytest.raises(DataError, match=r"chat\.jsonl:2: the prompt cannot be rendered: unknown role robot"):
         train(_config(model_dir, (data, data), tmp_path / "run"), scorer=StandInServer().scorer())
 
