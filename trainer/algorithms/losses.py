@@ -19,13 +19,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
 from trainer.algorithms.registry import Registry
-
-LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 
 #: Log-ratios (policy vs old policy, reference vs policy) are clamped to +-this many nats before ``exp``. In float32
 #: ``exp(x)`` overflows to ``inf`` past about 88.7, and ``inf * 0`` (a masked padding position) is NaN in both the
@@ -89,7 +86,7 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 def aggregate_loss(
     per_token_loss: torch.Tensor,
     mask: torch.Tensor,
-    loss_type: LossType,
+    loss_type: str,
     *,
     max_completion_length: int,
     num_items_in_batch: int | float | torch.Tensor | None = None,
@@ -239,7 +236,7 @@ def grpo_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     *,
-    loss_type: LossType,
+    loss_type: str,
     epsilon: float,
     epsilon_high: float | None,
     beta: float,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALE_REWARDS, ScaleRewards
-from trainer.algorithms.losses import LOSS_TYPES, LossType
+from trainer.algorithms.losses import LOSS_TYPES
 from trainer.config.checks import (
     _check_non_negative,
     _check_optimizer,
@@ -89,12 +89,12 @@ class GRPOConfig(
     """Upper clip range, ``ratio <= 1 + epsilon_high`` (DAPO's clip-higher suggests 0.28); None means epsilon."""
     num_iterations: int = 1
     """Optimizer passes over each batch of rollouts (mu in DeepSeekMath); above 1 the old-policy log-probs are kept."""
-    loss_type: LossType = "dapo"
-    """Token-loss aggregation: ``grpo`` (per-sequence mean), ``bnpo``, ``dr_grpo`` or ``dapo`` (batch token mean)."""
+    loss_type: str = "dapo"
+    """Token-loss aggregation (a ``LOSS_TYPES`` entry): ``grpo`` (sequence mean), ``bnpo``, ``dr_grpo``, ``dapo``."""
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
-    advantage_estimator: Literal["outcome", "process", "rft"] = "outcome"
-    """``outcome`` (GRPO's group baseline), ``process`` (step rewards, DeepSeekMath 4.1.3) or ``rft`` (online RFT)."""
+    advantage_estimator: str = "outcome"
+    """An ``ADVANTAGE_ESTIMATORS`` entry: ``outcome`` (group baseline), ``process`` (DeepSeekMath 4.1.3), ``rft``."""
     shuffle_rewards: bool = False
     """Random-reward control (arXiv 2506.10947): permute each step's rewards across the batch before advantages."""
     log_grad_cosine: bool = False
