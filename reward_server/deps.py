@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 
 from reward_server.admission import Drain, ItemBudget
+from reward_server.engine.pool import WorkerPool
 from reward_server.metrics import Metrics
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
-from reward_server.workers import WorkerPool
 from sandbox import Sandbox
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reward_server.engine.pool import TaskOutcome, TaskStatus, WorkerPool
 from reward_server.metrics import Metrics
 from reward_server.models import ModelCatalog, RewardModels
 from reward_server.schemas.code import CodeAccuracyParams
@@ -41,7 +42,6 @@ from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import MathStatus, MathVerdict, verify_payload
 from reward_server.verifiers.reward_model import normalize_score
 from reward_server.verifiers.shaping import score_cosine, score_overlong, score_repetition
-from reward_server.workers import TaskOutcome, TaskStatus, WorkerPool
 from sandbox import Limits, Sandbox
 
 # ============================================================================ context
@@ -655,7 +655,7 @@ async def _score_components(
     Each component runs where :class:`Where` says, all at once: the items' ``WORKER`` components go to the
     pool in one hand-off per group (completions that share a reference), ``THREAD`` ones to one server
     thread, ``ASYNC`` ones (code) to the sandbox; ``INLINE`` ones follow on the loop. The batch is one
-    :class:`~reward_server.workers.Flow` of the pool, so other requests get their share meanwhile. What has
+    :class:`~reward_server.engine.pool.Flow` of the pool, so other requests get their share meanwhile. What has
     no score when ``ctx.request_budget_s`` runs out is ``timeout``, so a batch never takes much longer
     than its budget. When ``drain_stop`` is set first (the server's drain ran out of time at shutdown), what has no
     score yet is :data:`CANCELLED` instead, and the finished items keep their results.

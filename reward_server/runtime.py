@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from reward_server.code_sandbox import start_sandbox
+from reward_server.engine.pool import WorkerPool
 from reward_server.metrics import Metrics
 from reward_server.models import ModelCatalog, RewardModels
 from reward_server.offload import PRELOAD
 from reward_server.rewards import ScoringContext
 from reward_server.settings import Settings
 from reward_server.verifiers.language import default_detector
-from reward_server.workers import WorkerPool
 
 logger = logging.getLogger("reward_server")
 
