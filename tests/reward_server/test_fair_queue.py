@@ -128,9 +128,9 @@ def test_pick_order(case: PickCase) -> None:
         run_since(flows[i], started_at)
     tags: dict[int, str] = {}
     for i, tag, front in case.queue:
-        piece = Piece(job(flows[i]), [0])
-        tags[id(piece)] = tag
-        queue.enqueue(piece, front=front)
+        queued = Piece(job(flows[i]), [0])
+        tags[id(queued)] = tag
+        queue.enqueue(queued, front=front)
     assert queue.queued == len(case.queue) and bool(queue) == bool(case.queue)
     order = []
     while (piece := queue.pick(case.now)) is not None:
@@ -161,13 +161,13 @@ OPENS = [
 @pytest.mark.parametrize("case", OPENS, ids=[c.reason for c in OPENS])
 def test_a_new_flow_starts_level_with_those_waiting(case: OpenCase) -> None:
     queue = FairQueue()
-    for started_at in case.busy:
-        run_since(queue.open_flow(0.0), started_at)
-    for service_s, started_at in case.waiting:
+    for busy_since in case.busy:
+        run_since(queue.open_flow(0.0), busy_since)
+    for service_s, running_since in case.waiting:
         flow = queue.open_flow(0.0)
         flow.service_s = service_s
-        if started_at is not None:
-            run_since(flow, started_at)
+        if running_since is not None:
+            run_since(flow, running_since)
         queue.enqueue(Piece(job(flow), [0]))
     seqs = {f.seq for f in queue.flows}
     new = queue.open_flow(case.now)
