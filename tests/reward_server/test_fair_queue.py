@@ -48,95 +48,48 @@ def run_since(flow: Flow, started_at: float) -> Piece:
     return piece
 
 
-@dataclass
-class PickCase:
-    reason: str
-    services: list[float]  # service_s per flow; flow i is opened i-th (seq order)
-    queue: list[tuple[int, str, bool]]  # (flow, tag, front), enqueued in this order
-    order: list[str]  # the tags in the order pick() hands them out at `now`
-    running: dict[int, float] = field(default_factory=dict)  # flow -> started_at of one running piece
-    now: float = 0.0
-
-
+# (reason, service_s per flow (flow "a" opened first, then "b", ...), the pieces in enqueue order (a tag's letter
+# is its flow; a trailing "<" enqueues it at the front), running pieces ({flow: started_at}), now, pick order).
 PICKS = [
-    PickCase(
-        "the flow with the least service goes first", [2.0, 0.5], [(0, "a1", False), (1, "b1", False)], ["b1", "a1"]
-    ),
-    PickCase(
-        "a tie goes to the older flow, whatever the enqueue order",
-        [1.0, 1.0],
-        [(1, "b1", False), (0, "a1", False)],
-        ["a1", "b1"],
-    ),
-    PickCase(
-        "a flow's pieces go oldest first; a pick at the same instant costs it nothing",
+    ("the flow with the least service goes first", [2.0, 0.5], "a1 b1", {}, 0.0, "b1 a1"),
+    ("a tie goes to the older flow, whatever the enqueue order", [1.0, 1.0], "b1 a1", {}, 0.0, "a1 b1"),
+    (
+        "a flow's pieces go oldest first; a pick at the same instant costs nothing",
         [0.0, 5.0],
-        [(0, "a1", False), (0, "a2", False), (1, "b1", False)],
-        ["a1", "a2", "b1"],
+        "a1 a2 b1",
+        {},
+        0.0,
+        "a1 a2 b1",
     ),
-    PickCase(
-        "a running piece counts its time so far: 0 + (3 - 0) = 3 > 1",
-        [0.0, 1.0],
-        [(0, "a1", False), (1, "b1", False)],
-        ["b1", "a1"],
-        running={0: 0.0},
-        now=3.0,
-    ),
-    PickCase(
-        "a piece that starts now costs nothing yet: 0 + (3 - 3) = 0 < 1",
-        [0.0, 1.0],
-        [(0, "a1", False), (1, "b1", False)],
-        ["a1", "b1"],
-        running={0: 3.0},
-        now=3.0,
-    ),
-    PickCase(
-        "running time can make a tie: 0.5 + (2 - 1.5) = 1 = 1, and the older flow wins",
-        [0.5, 1.0],
-        [(1, "b1", False), (0, "a1", False)],
-        ["a1", "b1"],
-        running={0: 1.5},
-        now=2.0,
-    ),
-    PickCase(
-        "a piece handed back goes ahead of its flow's older pieces",
-        [0.0],
-        [(0, "a1", False), (0, "a2", False), (0, "a0", True)],
-        ["a0", "a1", "a2"],
-    ),
-    PickCase(
-        "a piece handed back does not jump another flow with less service",
-        [1.0, 0.0],
-        [(0, "a1", False), (0, "a0", True), (1, "b1", False)],
-        ["b1", "a0", "a1"],
-    ),
-    PickCase(
-        "three flows: least service first (0.2 < 0.7 < 3)",
-        [3.0, 0.7, 0.2],
-        [(0, "a", False), (1, "b", False), (2, "c", False)],
-        ["c", "b", "a"],
-    ),
-    PickCase("nothing queued: no piece", [0.0], [], []),
+    ("a running piece counts its time so far: 0 + (3 - 0) = 3 > 1", [0.0, 1.0], "a1 b1", {0: 0.0}, 3.0, "b1 a1"),
+    ("a piece that starts now costs nothing yet: 0 + (3 - 3) = 0 < 1", [0.0, 1.0], "a1 b1", {0: 3.0}, 3.0, "a1 b1"),
+    ("running time can tie: 0.5 + (2 - 1.5) = 1 = 1, the older flow wins", [0.5, 1.0], "b1 a1", {0: 1.5}, 2.0, "a1 b1"),
+    ("a piece handed back goes ahead of its flow's older pieces", [0.0], "a1 a2 a0<", {}, 0.0, "a0 a1 a2"),
+    ("a piece handed back does not jump a flow with less service", [1.0, 0.0], "a1 a0< b1", {}, 0.0, "b1 a0 a1"),
+    ("three flows: least service first (0.2 < 0.7 < 3)", [3.0, 0.7, 0.2], "a b c", {}, 0.0, "c b a"),
+    ("nothing queued: no piece", [0.0], "", {}, 0.0, ""),
 ]
 
 
-@pytest.mark.parametrize("case", PICKS, ids=[c.reason for c in PICKS])
-def test_pick_order(case: PickCase) -> None:
+@pytest.mark.parametrize(("reason", "services", "queued", "running", "now", "order"), PICKS, ids=[c[0] for c in PICKS])
+def test_pick_order(
+    reason: str, services: list[float], queued: str, running: dict[int, float], now: float, order: str
+) -> None:
     queue = FairQueue()
-    flows = flows_with_service(queue, case.services)
-    for i, started_at in case.running.items():
+    flows = flows_with_service(queue, services)
+    for i, started_at in running.items():
         run_since(flows[i], started_at)
     tags: dict[int, str] = {}
-    for i, tag, front in case.queue:
-        queued = Piece(job(flows[i]), [0])
-        tags[id(queued)] = tag
-        queue.enqueue(queued, front=front)
-    assert queue.queued == len(case.queue) and bool(queue) == bool(case.queue)
-    order = []
-    while (piece := queue.pick(case.now)) is not None:
-        assert piece.started_at == case.now and piece in piece.job.flow.running
-        order.append(tags[id(piece)])
-    assert order == case.order
+    for tag in queued.split():
+        piece = Piece(job(flows[ord(tag[0]) - ord("a")]), [0])
+        tags[id(piece)] = tag.rstrip("<")
+        queue.enqueue(piece, front=tag.endswith("<"))
+    assert queue.queued == len(queued.split()) and bool(queue) == bool(queued)
+    picked = []
+    while (next_piece := queue.pick(now)) is not None:
+        assert next_piece.started_at == now and next_piece in next_piece.job.flow.running
+        picked.append(tags[id(next_piece)])
+    assert picked == order.split()
     assert queue.queued == 0 and not queue and queue.flows == []
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from reward_server.engine.pool.fair_queue import FairQueue, Flow, Job, Piece, TaskOutcome, TaskStatus
-from reward_server.engine.pool.supervisor import Supervisor, _Slot
+from reward_server.engine.pool.supervisor import PoolConfig, Supervisor, _Slot
 
 # How long throughput is averaged over, for :attr:`WorkerPool.items_per_s`.
 _RATE_WINDOW_S = 10.0
@@ -70,24 +70,27 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._queue = FairQueue()
-        self._supervisor = Supervisor(
-            handler,
-            num_workers,
-            queue=self._queue,
-            work=self._work,
-            settle=self._settle,
-            cancel_flow=self._cancel_flow,
-            signal_ready=self._signal_ready,
+        self.config = PoolConfig(
+            handler=handler,
+            num_workers=num_workers,
             name=name,
             init_kwargs=dict(init_kwargs or {}),
             on_restart=on_restart,
             grace_s=grace_s,
-            preload=preload,
+            preload=tuple(preload),
             slow_item_s=slow_item_s,
             max_extra_workers=num_workers if max_extra_workers is None else max_extra_workers,
             handoff_timeout_s=handoff_timeout_s,
             soft_clock=soft_clock,
             unhealthy_after_s=unhealthy_after_s,
+        )
+        self._supervisor = Supervisor(
+            self.config,
+            self._queue,
+            self._work,
+            settle=self._settle,
+            cancel_flow=self._cancel_flow,
+            signal_ready=self._signal_ready,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._all_ready: asyncio.Event | None = None
@@ -96,19 +99,9 @@ class WorkerPool:
         self._created = time.monotonic()
 
     @property
-    def handler(self) -> str:
-        """The ``"package.module:function"`` the workers run."""
-        return self._supervisor.handler
-
-    @property
     def num_workers(self) -> int:
         """Worker processes the pool keeps serving (extras for slow workers aside)."""
-        return self._supervisor.num_workers
-
-    @property
-    def name(self) -> str:
-        """The label for logs and metrics."""
-        return self._supervisor.name
+        return self.config.num_workers
 
     @property
     def restarts(self) -> int:
@@ -138,7 +131,7 @@ class WorkerPool:
             raise
         if self._supervisor.start_error is not None:
             await self.close()
-            raise RuntimeError(f"worker pool {self.name!r} cannot start: {self._supervisor.start_error}")
+            raise RuntimeError(f"worker pool {self.config.name!r} cannot start: {self._supervisor.start_error}")
         self._supervisor.started = True
 
     @property
@@ -210,7 +203,7 @@ class WorkerPool:
             ValueError: ``payloads`` and ``timeouts_s`` differ in length.
         """
         if self._supervisor.closed or self._loop is None:
-            raise RuntimeError(f"worker pool {self.name!r} is not running")
+            raise RuntimeError(f"worker pool {self.config.name!r} is not running")
         if len(payloads) != len(timeouts_s):
             raise ValueError(f"{len(payloads)} payloads but {len(timeouts_s)} timeouts")
         if not payloads:

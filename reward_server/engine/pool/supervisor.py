@@ -84,10 +84,29 @@ class _Slot:
     thread: threading.Thread | None = field(default=None, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """What a pool was built with; :class:`~reward_server.engine.pool.WorkerPool` documents each field."""
+
+    handler: str
+    num_workers: int
+    name: str
+    init_kwargs: dict[str, Any]
+    on_restart: Callable[[str], None] | None
+    grace_s: float
+    preload: tuple[str, ...]
+    slow_item_s: float | None
+    max_extra_workers: int
+    handoff_timeout_s: float
+    soft_clock: Literal["cpu", "wall"]
+    unhealthy_after_s: float
+
+
 class Supervisor:
     """The worker processes of one pool and the threads that drive them.
 
-    Args (see :class:`~reward_server.engine.pool.WorkerPool` for the pool's own):
+    Args:
+        config: the pool's settings.
         queue: where the driver threads take pieces from and hand unfinished ones back to.
         work: the pool's one lock, as a condition that is notified when a piece is queued; every call into
             ``queue`` holds it.
@@ -99,42 +118,17 @@ class Supervisor:
 
     def __init__(
         self,
-        handler: str,
-        num_workers: int,
-        *,
+        config: PoolConfig,
         queue: FairQueue,
         work: threading.Condition,
+        *,
         settle: Callable[[Piece, Sequence[tuple[int, TaskOutcome]]], None],
         cancel_flow: Callable[[Flow, TaskOutcome], None],
         signal_ready: Callable[[], None],
-        name: str,
-        init_kwargs: dict[str, Any],
-        on_restart: Callable[[str], None] | None,
-        grace_s: float,
-        preload: Sequence[str],
-        slow_item_s: float | None,
-        max_extra_workers: int,
-        handoff_timeout_s: float,
-        soft_clock: Literal["cpu", "wall"],
-        unhealthy_after_s: float,
     ) -> None:
-        self.handler = handler
-        self.num_workers = num_workers
-        self.name = name
-        self.grace_s = grace_s
-        self.slow_item_s = slow_item_s
-        self.soft_clock = soft_clock
-        self.max_extra_workers = max_extra_workers
-        self.handoff_timeout_s = handoff_timeout_s
-        self.unhealthy_after_s = unhealthy_after_s
-        self._preload = [handler.partition(":")[0], *preload]
-        self._init_kwargs = init_kwargs
-        self._on_restart = on_restart
-        self._queue = queue
-        self._work = work
-        self._settle = settle
-        self._cancel_flow = cancel_flow
-        self._signal_ready = signal_ready
+        self.config = config
+        self._queue, self._work = queue, work
+        self._settle, self._cancel_flow, self._signal_ready = settle, cancel_flow, signal_ready
         self._ctx = mp.get_context("forkserver")
         self._spawn_lock = threading.Lock()
         self.slots: list[_Slot] = []
@@ -157,9 +151,9 @@ class Supervisor:
     def start(self, timeout_s: float) -> None:
         """Start a thread per worker; each starts its worker and waits up to ``timeout_s`` for it."""
         self.start_timeout_s = timeout_s
-        self._ctx.set_forkserver_preload(self._preload)
+        self._ctx.set_forkserver_preload([self.config.handler.partition(":")[0], *self.config.preload])
         with self._work:
-            for _ in range(self.num_workers):
+            for _ in range(self.config.num_workers):
                 self._add_slot()
 
     @property
@@ -177,9 +171,9 @@ class Supervisor:
         if self.alive > 0:
             return True, None
         down_s = time.monotonic() - self._not_serving_since
-        if self.started and (self._start_failures >= _FAILED_STARTS or down_s > self.unhealthy_after_s):
+        if self.started and (self._start_failures >= _FAILED_STARTS or down_s > self.config.unhealthy_after_s):
             reason = self._last_start_error or "no worker process is up"
-            return False, f"no {self.name} worker is up (for {down_s:.0f} s); the last start failed: {reason}"
+            return False, f"no {self.config.name} worker is up (for {down_s:.0f} s); the last start failed: {reason}"
         return True, None
 
     def flows_on_workers(self) -> list[Flow]:
@@ -203,7 +197,7 @@ class Supervisor:
     def _add_slot(self) -> _Slot:
         slot = _Slot(next(self._numbers))
         self.slots.append(slot)
-        slot.thread = threading.Thread(target=self._drive, args=(slot,), name=f"rlvr-{self.name}-{slot.number}")
+        slot.thread = threading.Thread(target=self._drive, args=(slot,), name=f"rlvr-{self.config.name}-{slot.number}")
         slot.thread.daemon = True
         slot.thread.start()
         return slot
@@ -211,7 +205,7 @@ class Supervisor:
     def _surplus(self, slot: _Slot) -> bool:
         """Is this slot one too many (its slow worker has retired and the extra that replaced it serves)?"""
         slow = sum(1 for s in self.slots if s.slow)
-        return len(self.slots) > self.num_workers + slow
+        return len(self.slots) > self.config.num_workers + slow
 
     # ------------------------------------------------------------------ driver threads
 
@@ -231,7 +225,7 @@ class Supervisor:
                 if self._note_start_failure(error):
                     break
                 backoff_s = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2 ** (failures - 1))
-                logger.error("%s worker failed to start (%s); next try in %.1f s", self.name, error, backoff_s)
+                logger.error("%s worker failed to start (%s); next try in %.1f s", self.config.name, error, backoff_s)
                 with self._work:
                     self._work.wait_for(lambda: self.closed, backoff_s)
             with self._work:
@@ -270,8 +264,8 @@ class Supervisor:
             control = self._ctx.RawArray("d", 4)
             process = self._ctx.Process(
                 target=_worker_main,
-                args=(child, control, self.handler, self._init_kwargs, self.soft_clock),
-                name=f"rlvr-{self.name}-{slot.number}",
+                args=(child, control, self.config.handler, self.config.init_kwargs, self.config.soft_clock),
+                name=f"rlvr-{self.config.name}-{slot.number}",
                 daemon=True,
             )
             try:
@@ -282,7 +276,7 @@ class Supervisor:
                 return f"{type(exc).__name__}: {exc}"
             child.close()
         slot.process, slot.conn, slot.control, slot.slow = process, parent, control, False
-        _set_socket_timeouts(parent, self.handoff_timeout_s)
+        _set_socket_timeouts(parent, self.config.handoff_timeout_s)
         try:
             arrived = parent.poll(self.start_timeout_s)
             message = parent.recv() if arrived else None
@@ -304,7 +298,7 @@ class Supervisor:
             all_ready = False
             if self._initializing:
                 self._ready_count += 1
-                all_ready = self._ready_count == self.num_workers
+                all_ready = self._ready_count == self.config.num_workers
                 self._initializing = not all_ready
         if all_ready:
             self._signal_ready()
@@ -335,7 +329,7 @@ class Supervisor:
                 if not alive:
                     return
                 if slot.slow:  # the extra worker started for it serves on; this one leaves
-                    logger.info("%s worker %d leaves after a slow item", self.name, slot.number)
+                    logger.info("%s worker %d leaves after a slow item", self.config.name, slot.number)
                     return
         finally:
             self._stop_worker(slot)
@@ -354,9 +348,9 @@ class Supervisor:
         if self.closed:
             return
         self.restarts += 1
-        logger.warning("%s worker %d replaced (%s)", self.name, slot.number, reason)
-        if self._on_restart is not None:
-            self._on_restart(reason)
+        logger.warning("%s worker %d replaced (%s)", self.config.name, slot.number, reason)
+        if self.config.on_restart is not None:
+            self.config.on_restart(reason)
 
     def _stop_worker(self, slot: _Slot) -> None:
         with self._work:
@@ -429,7 +423,7 @@ class Supervisor:
                 continue
             # No message within _WATCH_S: look at the worker's clock.
             if control[_JOB] != piece.job_id:
-                if self._own_time(slot, handed, wait_at_handoff) > self.handoff_timeout_s:
+                if self._own_time(slot, handed, wait_at_handoff) > self.config.handoff_timeout_s:
                     self._lose_worker(slot, piece, done, None, "unresponsive", "the worker did not take the job")
                     return False
                 continue
@@ -440,7 +434,7 @@ class Supervisor:
                 watched, wait_at_start = index, _runqueue_wait_s(slot.pid)
             own_s = self._own_time(slot, control[_STARTED], wait_at_start)
             timeout_s = job.timeouts_s[piece.indices[index]]
-            if own_s > timeout_s + self.grace_s:
+            if own_s > timeout_s + self.config.grace_s:
                 self._lose_worker(slot, piece, done, index, "timeout", f"no verdict within {timeout_s:g} s")
                 return False
             if job.remaining <= 0 and own_s > _ABANDONED_S:
@@ -448,7 +442,7 @@ class Supervisor:
                 # quick one: its CPU is worth more to the others than a warm worker.
                 self._lose_worker(slot, piece, done, None, "cancelled", "the request ended")
                 return False
-            if self.slow_item_s is not None and own_s > self.slow_item_s and not slot.slow:
+            if self.config.slow_item_s is not None and own_s > self.config.slow_item_s and not slot.slow:
                 self._mark_slow(slot, piece)
 
     def _mark_slow(self, slot: _Slot, piece: Piece) -> None:
@@ -457,8 +451,8 @@ class Supervisor:
         slot.slow = True
         slot.control[_STOP] = piece.job_id
         with self._work:
-            extra = len(self.slots) - self.num_workers
-            if not self.closed and extra < self.max_extra_workers:
+            extra = len(self.slots) - self.config.num_workers
+            if not self.closed and extra < self.config.max_extra_workers:
                 self._add_slot()
 
     def _lose_worker(
