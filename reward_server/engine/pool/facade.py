@@ -46,7 +46,8 @@ class WorkerPool:
             is deemed stopped, killed, and the job handed to another.
         unhealthy_after_s: with no worker serving for this long, :attr:`health` says so.
 
-    Call :meth:`start` before :meth:`run`, and :meth:`close` at shutdown.
+    Call :meth:`start` before :meth:`run`, and :meth:`close` at shutdown. The settings are kept, frozen, in
+    :attr:`config` (a :class:`~.supervisor.PoolConfig`).
     """
 
     def __init__(
