@@ -13,9 +13,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 
 from reward_server.admission import Drain, ItemBudget
 from reward_server.engine.context import ScoringContext
+from reward_server.engine.pool import WorkerPool
 from reward_server.metrics import Metrics
 from reward_server.settings import Settings
-from reward_server.workers import WorkerPool
 from sandbox import Sandbox
 
 

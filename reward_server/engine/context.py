@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reward_server.engine.pool import WorkerPool
 from reward_server.engine.reward_models import ModelCatalog, RewardModels
 from reward_server.metrics import Metrics
 from reward_server.schemas.math import MathOptionsModel
-from reward_server.workers import WorkerPool
 from sandbox import Limits, Sandbox
 
 

@@ -1,6 +1,6 @@
 """Dispatch: each component of a validated batch sent where it runs, all at once, under the batch's budget.
 
-The items' worker components go to the pool (:mod:`reward_server.workers`) in one hand-off per group, the
+The items' worker components go to the pool (:mod:`reward_server.engine.pool`) in one hand-off per group, the
 thread ones to one server thread, the sandbox and model ones to one coroutine per item;
 :mod:`reward_server.engine.compose` then weighs each item's scores into its result. :func:`run_math` sends one
 math item to the pool (``/v1/math/verify``).
@@ -21,12 +21,12 @@ from pydantic import BaseModel
 from reward_server.engine.components import AccuracyParams, Component, ItemContext, ItemFields, Where
 from reward_server.engine.compose import combine
 from reward_server.engine.context import ScoringContext
+from reward_server.engine.pool import TaskOutcome, TaskStatus
 from reward_server.engine.resolve import ResolvedComponent
 from reward_server.schemas.math import MathOptionsModel
 from reward_server.schemas.rewards import RewardItem, RewardResult
 from reward_server.verifiers.base import ComponentScore
 from reward_server.verifiers.math import MathStatus, MathVerdict
-from reward_server.workers import TaskOutcome, TaskStatus
 
 # How many items one hand-off to a worker carries at most, and how much text: a group's completions share a
 # reference, so a worker parses it once; a bound keeps one request's piece from holding a worker for long.
@@ -107,7 +107,7 @@ async def score_components(
     Each component runs where :class:`Where` says, all at once: the items' ``WORKER`` components go to the
     pool in one hand-off per group (completions that share a reference), ``THREAD`` ones to one server
     thread, ``ASYNC`` ones (code) to the sandbox; ``INLINE`` ones follow on the loop. The batch is one
-    :class:`~reward_server.workers.Flow` of the pool, so other requests get their share meanwhile. What has
+    :class:`~reward_server.engine.pool.Flow` of the pool, so other requests get their share meanwhile. What has
     no score when ``ctx.request_budget_s`` runs out is ``timeout``, so a batch never takes much longer
     than its budget. When ``drain_stop`` is set first (the server's drain ran out of time at shutdown), what has no
     score yet is :data:`CANCELLED` instead, and the finished items keep their results.

@@ -1,6 +1,6 @@
 """What the worker pool runs: one item's components that cost CPU in the completion's length.
 
-The pool (:mod:`reward_server.workers`) calls :func:`score_item` in a worker process for each item of a
+The pool (:mod:`reward_server.engine.pool`) calls :func:`score_item` in a worker process for each item of a
 hand-off, under the item's deadline. The payload is ``(fields, ((name, params), ...))``: the item's
 :class:`~reward_server.engine.components.ItemFields` and the components of the table
 (:data:`~reward_server.engine.components.REGISTRY`) marked

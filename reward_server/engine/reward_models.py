@@ -2,7 +2,7 @@
 
 Each configured model (``RLVR_REWARD_MODEL_PATH``: the ``reward_model`` component; ``RLVR_PRM_PATH``: the ``prm``
 step component) is loaded in ``RLVR_REWARD_MODEL_WORKERS`` worker processes of a
-:class:`~reward_server.workers.WorkerPool` (torch never runs in the server process, let alone on its event loop).
+:class:`~reward_server.engine.pool.WorkerPool` (torch never runs in the server process, let alone on its event loop).
 Items reach a worker through :class:`RewardModels`, a dynamic batcher: what arrives while every worker is busy
 waits, and a worker that frees up takes the oldest item with up to ``RLVR_REWARD_MODEL_BATCH_SIZE`` more of its
 kind, from every request at once, in one hand-off. An idle worker waits ``RLVR_REWARD_MODEL_BATCH_WAIT_S`` for a
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from reward_server.engine.pool import TaskStatus, WorkerPool
 from reward_server.settings import Settings
-from reward_server.workers import TaskStatus, WorkerPool
 
 __all__ = ["ModelCatalog", "ModelError", "ModelInfo", "ModelOutcome", "RewardModels"]
 

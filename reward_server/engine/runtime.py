@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 from reward_server.engine.code_sandbox import start_sandbox
 from reward_server.engine.context import ScoringContext
 from reward_server.engine.offload import PRELOAD
+from reward_server.engine.pool import WorkerPool
 from reward_server.engine.reward_models import ModelCatalog, RewardModels
 from reward_server.metrics import Metrics
 from reward_server.settings import Settings
 from reward_server.verifiers.language import default_detector
-from reward_server.workers import WorkerPool
 
 logger = logging.getLogger("reward_server")
 

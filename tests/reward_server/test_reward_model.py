@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from reward_server.engine.pool import WorkerPool
 from reward_server.engine.reward_models import ModelCatalog, RewardModels
 from reward_server.verifiers import reward_model as rm
-from reward_server.workers import WorkerPool
 from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 
 # ------------------------------------------------------------------------------------------ pure arithmetic

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reward_server.workers import TaskStatus, WorkerPool
+from reward_server.engine.pool import TaskStatus, WorkerPool
 
 HANDLER = "tests.reward_server.pool_handlers:handle"
 
