@@ -39,7 +39,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     settings = settings or Settings()
     metrics = Metrics()
-    budget = ItemBudget(settings.max_queued_items)
+    # Retry-After counts the math pool's backlog once the lifespan has started it.
+    budget = ItemBudget(settings.max_queued_items, pool=lambda: getattr(app.state, "math_pool", None))
     drain = Drain()
     metrics.queued_items.set_function(lambda: budget.queued)
 
