@@ -130,8 +130,10 @@ class GRPOConfig:
     """Request-level preset (``r1_zero``, ``r1``); ``None`` lets components (or the server default) decide."""
     reward_timeout_s: float = 120.0
     """Timeout of one ``POST /v1/rewards`` request, in seconds."""
-    reward_max_retries: int = 5
-    """Retries of a failed reward request (connection errors, 429, 503) before the run stops."""
+    reward_retry_deadline_s: float = 300.0
+    """Seconds a failed reward request is retried (connection errors, 429, 503) before the run stops."""
+    reward_max_retries: int | None = None
+    """At most this many retries of a reward request as well; ``None``: only ``reward_retry_deadline_s`` counts."""
     reward_wait_ready_s: float = 120.0
     """How long to wait at start for every reward server's ``/readyz``, in seconds."""
     reward_api_key: str | None = None
@@ -487,8 +489,10 @@ class SampleConfig:
     """Request-level preset (``r1_zero``, ``r1``); ``None`` lets components (or the server default) decide."""
     reward_timeout_s: float = 120.0
     """Timeout of one ``POST /v1/rewards`` request, in seconds."""
-    reward_max_retries: int = 5
-    """Retries of a failed reward request (connection errors, 429, 503) before the command stops."""
+    reward_retry_deadline_s: float = 300.0
+    """Seconds a failed reward request is retried (connection errors, 429, 503) before the command stops."""
+    reward_max_retries: int | None = None
+    """At most this many retries of a reward request as well; ``None``: only ``reward_retry_deadline_s`` counts."""
     reward_wait_ready_s: float = 120.0
     """How long to wait at start for every reward server's ``/readyz``, in seconds."""
     reward_api_key: str | None = None
@@ -860,7 +864,10 @@ def _check_reward_client(c: Any) -> None:
         raise _fix("reward_wait_ready_s", c.reward_wait_ready_s, "must be >= 0", "Set reward_wait_ready_s: 0.")
     if c.reward_timeout_s <= 0:
         raise _fix("reward_timeout_s", c.reward_timeout_s, "must be > 0", "Keep the default.")
-    _check_non_negative(c, "reward_max_retries")
+    if not c.reward_retry_deadline_s >= 0:
+        raise _fix("reward_retry_deadline_s", c.reward_retry_deadline_s, "must be >= 0", "Keep the default (300).")
+    if c.reward_max_retries is not None:
+        _check_non_negative(c, "reward_max_retries")
     _check_components(c.reward_components)
     if not c.reward_server_urls:
         raise _fix(
