@@ -20,6 +20,7 @@ from reward_server.auth import ApiKeys, is_loopback
 from reward_server.deps import init_state, set_scoring
 from reward_server.engine.runtime import scoring_runtime
 from reward_server.handlers import install_handlers
+from reward_server.instance import instance_id
 from reward_server.jsonio import SafeJSONResponse
 from reward_server.metrics import Metrics
 from reward_server.middleware import AdmissionGate, ApiKeyAuth, BodyLimit, RequestLog
@@ -75,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Text echoed from a request may hold a lone surrogate; this class writes it back as its escape.
         default_response_class=SafeJSONResponse,
     )
-    init_state(app, settings, metrics, budget, drain)
+    init_state(app, settings, metrics, budget, drain, instance_id())
 
     # The last added is the outermost: the log and the metrics see every answer, the 401s and 429s included.
     app.add_middleware(BodyLimit, max_bytes=int(settings.max_body_mb * 1024 * 1024))

@@ -19,10 +19,13 @@ from reward_server.workers import WorkerPool
 from sandbox import Sandbox
 
 
-def init_state(app: FastAPI, settings: Settings, metrics: Metrics, budget: ItemBudget, drain: Drain) -> None:
+def init_state(
+    app: FastAPI, settings: Settings, metrics: Metrics, budget: ItemBudget, drain: Drain, instance_id: str
+) -> None:
     """What every request can read from the moment the app is built; the engine is not there until the
     lifespan starts it (:func:`set_scoring`)."""
     app.state.settings = settings
+    app.state.instance_id = instance_id
     app.state.metrics = metrics
     app.state.math_pool = None
     app.state.scoring = None
@@ -86,6 +89,12 @@ def get_sandbox(request: Request) -> Sandbox:
     return sandbox
 
 
+def get_instance_id(request: Request) -> str:
+    """The id this server made at start (see :mod:`reward_server.instance`)."""
+    instance: str = request.app.state.instance_id
+    return instance
+
+
 def get_budget(request: Request) -> ItemBudget:
     budget: ItemBudget = request.app.state.budget
     return budget
@@ -105,3 +114,4 @@ CurrentScoringDep = Annotated[ScoringContext | None, Depends(current_scoring)]
 SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]
 BudgetDep = Annotated[ItemBudget, Depends(get_budget)]
 DrainDep = Annotated[Drain, Depends(get_drain)]
+InstanceIdDep = Annotated[str, Depends(get_instance_id)]

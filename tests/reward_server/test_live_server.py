@@ -79,7 +79,7 @@ def test_live_batch(live_server: str) -> None:
     assert [x["reward"] for x in results] == [1.0, 0.0, None]
     assert results[2]["status"] == "timeout"
     # The server is still healthy after the hang.
-    assert httpx.get(f"{live_server}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{live_server}/healthz").json()["status"] == "ok"
     r = httpx.post(f"{live_server}/v1/math/verify", json={"response": "\\boxed{4}", "ground_truth": "4"})
     assert r.json()["correct"] is True
 
