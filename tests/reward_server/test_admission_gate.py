@@ -23,18 +23,23 @@ from reward_server.settings import Settings
 MB = 1 << 20
 
 
-@pytest.fixture
-def app() -> FastAPI:
-    """A server whose queue holds 8 items and whose bodies may be 1 MB."""
+def _small_app(max_body_mb: float) -> FastAPI:
+    """A server whose queue holds 8 items."""
     settings = Settings(
         math_workers=1,
         sandbox_pool_size=1,
         preload_language_models=False,
         max_queued_items=8,
         max_batch_items=8,
-        max_body_mb=1.0,
+        max_body_mb=max_body_mb,
     )
     return create_app(settings)
+
+
+@pytest.fixture
+def app() -> FastAPI:
+    """A server whose queue holds 8 items and whose bodies may be 1 MB."""
+    return _small_app(1.0)
 
 
 class Exchange:
@@ -188,15 +193,7 @@ def _traced_growth(app: FastAPI, requests: list[Exchange], length: int | None = 
 @pytest.fixture
 def roomy() -> FastAPI:
     """The ``app`` fixture's server with room for 8 MB bodies."""
-    settings = Settings(
-        math_workers=1,
-        sandbox_pool_size=1,
-        preload_language_models=False,
-        max_queued_items=8,
-        max_batch_items=8,
-        max_body_mb=8.0,
-    )
-    return create_app(settings)
+    return _small_app(8.0)
 
 
 def test_abandoned_uploads_are_freed_without_a_garbage_collection(roomy: FastAPI, no_gc: None) -> None:

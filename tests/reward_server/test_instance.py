@@ -23,7 +23,7 @@ from reward_server.app import create_app
 from reward_server.instance import INSTANCE_ID_ENV, start_instance
 from reward_server.settings import Settings
 from tests.conftest import REPO_ROOT
-from tests.reward_server.test_live_server import free_port, start_server, wait_ready
+from tests.reward_server.test_live_server import free_port, start_server, stop_server, wait_ready
 
 HEALTHCHECK = REPO_ROOT / "docker" / "server" / "healthcheck.py"
 
@@ -120,8 +120,4 @@ def test_a_started_server_writes_its_id_and_its_healthcheck_passes(tmp_path: Pat
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json() == {"status": "ok", "instance": written}
         assert _healthcheck(port, instance_file).returncode == 0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
