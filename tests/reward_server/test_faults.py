@@ -4,6 +4,7 @@ one result per id, and nothing answers 500 or resets a connection."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -18,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rlvr_client.client import RewardClient, RewardItem
+from rlvr_client.client import AsyncRewardClient, RetryPolicy, RewardClient, RewardItem, RewardResult
 from tests.conftest import IN_CI
 from tests.reward_server.serverproc import ServerProcess, cmdline, descendants
 
@@ -299,6 +300,35 @@ def test_the_client_rides_out_429s(hardened: ServerProcess) -> None:
                 return [r.reward for r in rc.score(items)]
 
         assert all(rewards == [1.0] * 16 for rewards in pool.map(score, range(4)))
+
+
+def _refused_queue_full(server: ServerProcess) -> float:
+    for line in httpx.get(f"{server.url}/metrics", timeout=10).text.splitlines():
+        if line.startswith('rlvr_refused_requests_total{reason="queue_full"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_the_projects_async_client_rides_out_a_burst_within_its_deadline(hardened: ServerProcess) -> None:
+    # Issue 24's third scenario, scaled down: 24 batches of 8 at once on a queue of 16 items. Most are refused
+    # at first; retried within a deadline, after each Retry-After plus jitter, every one is scored and none
+    # raises (the fixed 6 attempts raised for 209 of 360 batches).
+    batches = [
+        [RewardItem(id=f"{b}-{i}", task="math", response=f"\\boxed{{{i}}}", ground_truth=str(i)) for i in range(8)]
+        for b in range(24)
+    ]
+    refused_before = _refused_queue_full(hardened)
+
+    async def burst() -> list[list[RewardResult] | BaseException]:
+        retry = RetryPolicy(deadline_s=240)
+        async with AsyncRewardClient(hardened.url, api_key=KEY, max_batch_items=8, retry=retry) as client:
+            return await asyncio.gather(*(client.score(b) for b in batches), return_exceptions=True)
+
+    outcomes = asyncio.run(burst())
+    raised = [o for o in outcomes if isinstance(o, BaseException)]
+    assert raised == []
+    assert all([r.reward for r in o] == [1.0] * 8 for o in outcomes if not isinstance(o, BaseException))
+    assert _refused_queue_full(hardened) > refused_before  # the burst was refused at first
 
 
 def test_a_key_is_needed_over_http(hardened: ServerProcess) -> None:
