@@ -3,8 +3,9 @@
 :class:`ItemBudget` counts items rather than requests or connections, since a reward server's work is items: one
 request of 4,096 items weighs as much as 4,096 requests of one. Items are *queued* from the moment their request is
 admitted until it is answered. A request that would take the count past ``RLVR_MAX_QUEUED_ITEMS`` is refused whole
-(a batch is never split) with ``429 Too Many Requests`` and a ``Retry-After`` computed from the rate at which
-items were answered over the last seconds. A trainer then backs off, or its client moves to another replica.
+(a batch is never split) with ``429 Too Many Requests`` and a ``Retry-After`` that says how long the work queued
+ahead of it takes to drain at the measured rates (see :meth:`ItemBudget.retry_after_s`). A trainer then backs off,
+or its client moves to another replica.
 
 :class:`Drain` is what SIGTERM starts (see :func:`install_drain_on_sigterm`): new requests get ``503`` with a
 ``Retry-After`` and ``/readyz`` says 503, requests in flight get up to ``RLVR_DRAIN_S`` to finish, and then the
@@ -27,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 logger = logging.getLogger("reward_server")
 
@@ -41,6 +42,16 @@ UNKNOWN_RATE_RETRY_AFTER_S = 5
 #: After ``RLVR_DRAIN_S``, how long requests get to send the answer that lists their cancelled items before
 #: the drain cancels them outright (with a 503).
 CANCEL_GRACE_S = 3.0
+
+
+class PoolLoad(Protocol):
+    """What admission reads of a worker pool: the items waiting for a worker, and how fast they are finished."""
+
+    @property
+    def queued_items(self) -> int: ...
+
+    @property
+    def items_per_s(self) -> float: ...
 
 
 class QueueFull(Exception):
@@ -61,14 +72,23 @@ class ItemBudget:
         max_items: the bound (``RLVR_MAX_QUEUED_ITEMS``).
         window_s: the window of the answer rate, in seconds.
         clock: monotonic seconds (tests pass a fake one).
+        pool: the worker pool whose backlog and drain rate ``Retry-After`` accounts for (a function, since the pool
+            starts after the budget is made; it returns ``None`` until then).
     """
 
-    def __init__(self, max_items: int, window_s: float = RATE_WINDOW_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        max_items: int,
+        window_s: float = RATE_WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+        pool: Callable[[], PoolLoad | None] = lambda: None,
+    ):
         if max_items < 1:
             raise ValueError(f"max_items must be >= 1, got {max_items}")
         self.max_items = max_items
         self.window_s = window_s
         self._clock = clock
+        self._pool = pool
         self.queued = 0
         self._answered: deque[tuple[float, int]] = deque()  # (when, items) of answered requests
 
@@ -85,12 +105,31 @@ class ItemBudget:
         return sum(n for _, n in self._answered) / self.window_s
 
     def retry_after_s(self, items: int) -> int:
-        """Whole seconds until ``items`` more would fit, at the recent answer rate, within the bounds above."""
+        """Whole seconds until a request of ``items`` would fit and start, within the bounds above.
+
+        The larger of two drain times, each from a measured rate:
+
+        * room: ``queued + items - max_items`` items must be answered before ``items`` fit, at the rate items were
+          answered over the last ``window_s``;
+        * backlog: the items already waiting for a worker (``pool.queued_items``) start before anything sent now,
+          at the pool's rate (``pool.items_per_s``). Coming back sooner only queues the batch behind them, where
+          its request budget runs out.
+
+        A drain time whose rate is unknown (nothing answered or finished yet) is left out; with neither known,
+        :data:`UNKNOWN_RATE_RETRY_AFTER_S`.
+        """
+        waits: list[float] = []
         rate = self.answer_rate()
-        if rate <= 0:
+        if rate > 0:
+            waits.append((self.queued + items - self.max_items) / rate)
+        pool = self._pool()
+        if pool is not None:
+            backlog, pool_rate = pool.queued_items, pool.items_per_s
+            if backlog > 0 and pool_rate > 0:
+                waits.append(backlog / pool_rate)
+        if not waits:
             return UNKNOWN_RATE_RETRY_AFTER_S
-        excess = self.queued + items - self.max_items
-        return max(MIN_RETRY_AFTER_S, min(MAX_RETRY_AFTER_S, math.ceil(excess / rate)))
+        return max(MIN_RETRY_AFTER_S, min(MAX_RETRY_AFTER_S, math.ceil(max(waits))))
 
     def refusal(self, items: int) -> QueueFull:
         """The :class:`QueueFull` for a request of ``items`` refused now."""

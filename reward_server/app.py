@@ -17,9 +17,10 @@ from fastapi import FastAPI
 from reward_server import __version__
 from reward_server.admission import Drain, ItemBudget, install_drain_on_sigterm
 from reward_server.auth import ApiKeys, is_loopback
-from reward_server.deps import init_state, set_scoring
+from reward_server.deps import app_math_pool, init_state, set_scoring
 from reward_server.engine.runtime import scoring_runtime
 from reward_server.handlers import install_handlers
+from reward_server.instance import instance_id
 from reward_server.jsonio import SafeJSONResponse
 from reward_server.metrics import Metrics
 from reward_server.middleware import AdmissionGate, ApiKeyAuth, BodyLimit, RequestLog
@@ -39,7 +40,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     settings = settings or Settings()
     metrics = Metrics()
-    budget = ItemBudget(settings.max_queued_items)
+    # Retry-After counts the math pool's backlog once the lifespan has started it.
+    budget = ItemBudget(settings.max_queued_items, pool=lambda: app_math_pool(app))
     drain = Drain()
     metrics.queued_items.set_function(lambda: budget.queued)
 
@@ -74,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Text echoed from a request may hold a lone surrogate; this class writes it back as its escape.
         default_response_class=SafeJSONResponse,
     )
-    init_state(app, settings, metrics, budget, drain)
+    init_state(app, settings, metrics, budget, drain, instance_id())
 
     # The last added is the outermost: the log and the metrics see every answer, the 401s and 429s included.
     app.add_middleware(BodyLimit, max_bytes=int(settings.max_body_mb * 1024 * 1024))

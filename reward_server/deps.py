@@ -19,10 +19,13 @@ from reward_server.settings import Settings
 from sandbox import Sandbox
 
 
-def init_state(app: FastAPI, settings: Settings, metrics: Metrics, budget: ItemBudget, drain: Drain) -> None:
+def init_state(
+    app: FastAPI, settings: Settings, metrics: Metrics, budget: ItemBudget, drain: Drain, instance_id: str
+) -> None:
     """What every request can read from the moment the app is built; the engine is not there until the
     lifespan starts it (:func:`set_scoring`)."""
     app.state.settings = settings
+    app.state.instance_id = instance_id
     app.state.metrics = metrics
     app.state.math_pool = None
     app.state.scoring = None
@@ -36,6 +39,13 @@ def set_scoring(app: FastAPI, scoring: ScoringContext | None) -> None:
     if scoring is not None:
         app.state.math_pool = scoring.math_pool
     app.state.scoring = scoring
+
+
+def app_math_pool(app: FastAPI) -> WorkerPool | None:
+    """The math pool of ``app`` outside a request (the item budget's Retry-After reads its backlog); ``None``
+    before the lifespan starts it."""
+    pool: WorkerPool | None = getattr(app.state, "math_pool", None)
+    return pool
 
 
 def get_settings(request: Request) -> Settings:
@@ -86,6 +96,12 @@ def get_sandbox(request: Request) -> Sandbox:
     return sandbox
 
 
+def get_instance_id(request: Request) -> str:
+    """The id this server made at start (see :mod:`reward_server.instance`)."""
+    instance: str = request.app.state.instance_id
+    return instance
+
+
 def get_budget(request: Request) -> ItemBudget:
     budget: ItemBudget = request.app.state.budget
     return budget
@@ -105,3 +121,4 @@ CurrentScoringDep = Annotated[ScoringContext | None, Depends(current_scoring)]
 SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]
 BudgetDep = Annotated[ItemBudget, Depends(get_budget)]
 DrainDep = Annotated[Drain, Depends(get_drain)]
+InstanceIdDep = Annotated[str, Depends(get_instance_id)]

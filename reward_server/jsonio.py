@@ -17,6 +17,7 @@ import codecs
 import json
 import re
 import sys
+import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -24,7 +25,7 @@ from fastapi import HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-__all__ = ["JSONBodyRoute", "SafeJSONResponse", "read_json", "read_json_in_pieces"]
+__all__ = ["JSONBodyRoute", "SafeJSONResponse", "drop_frame_locals", "read_json", "read_json_in_pieces"]
 
 
 class BodyError(ValueError):
@@ -203,9 +204,34 @@ class JSONBodyRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def read_body_with_clear_errors(request: Request) -> Response:
-            return await handler(_JSONBodyRequest(request.scope, request.receive))
+            try:
+                return await handler(_JSONBodyRequest(request.scope, request.receive))
+            except Exception as exc:
+                drop_frame_locals(exc)
+                raise
 
         return read_body_with_clear_errors
+
+
+def drop_frame_locals(exc: BaseException) -> None:
+    """Clear the locals of the finished frames in the tracebacks of ``exc`` and of its causes and contexts.
+
+    A request that fails (the client left mid-upload, a 429 or a 503 once the body is read) fails with an
+    exception whose traceback keeps every frame it passed through, and with them the body: the chunks read so
+    far, the bytes, the parsed items. Those frames sit in reference cycles (FastAPI's handler keeps the
+    ``HTTPException`` it raises in a local of a frame on that exception's own traceback), so without this the
+    body stays until a full garbage collection, which may not come for minutes. The line numbers stay, so
+    logging the traceback still works.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        error = todo.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        todo += [error.__cause__, error.__context__]
 
 
 class SafeJSONResponse(JSONResponse):

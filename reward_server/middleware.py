@@ -4,7 +4,8 @@
   line per request (status, duration, items and their statuses) and the Prometheus request metrics;
 * :class:`ApiKeyAuth`: ``401`` with ``WWW-Authenticate`` for a ``/v1/*`` request without a valid key;
 * :class:`AdmissionGate`: what the server refuses before reading a body (``503`` while it drains, ``429`` while
-  its item budget is full), requests in flight for the drain, and the body's deadline (``408``);
+  its item budget is full or the items the headers declare do not fit), requests in flight for the drain, and the
+  body's deadline (``408``);
 * :class:`BodyLimit`: ``413`` for a body over ``RLVR_MAX_BODY_MB``, whatever its transfer encoding.
 
 The body limit is ours rather than FastAPI's ``max_body_size``, which answers a declared over-size body in plain
@@ -217,12 +218,26 @@ class ApiKeyAuth:
         await self.app(scope, receive, send)
 
 
+#: The header in which a client declares how many items its body holds, so that a batch that cannot fit is refused
+#: before its body is read (the project's client sends it; the router counts the items it parsed all the same).
+ITEMS_HEADER = "X-RLVR-Items"
+_ITEMS_HEADER_KEY = ITEMS_HEADER.lower().encode()
+
+
+def _declared_items(scope: Scope) -> int | None:
+    """The item count a request declares in :data:`ITEMS_HEADER`; ``None`` when absent or not a plain number."""
+    value = dict(scope["headers"]).get(_ITEMS_HEADER_KEY, b"")
+    return int(value) if value.isdigit() and len(value) <= 9 else None
+
+
 class AdmissionGate:
     """What the server refuses before reading a body, and the drain's view of requests in flight.
 
     * While draining: ``/readyz`` answers 503, and a ``/v1/*`` request 503 with ``Retry-After``.
-    * While the item budget is full (nothing fits): a ``POST /v1/*`` gets 429 with ``Retry-After`` at once, its
-      body unread. (A request that passes here may still get a 429 from its router, once its items are counted.)
+    * While the item budget is full (nothing fits), or when the items a ``POST /v1/*`` declares in
+      :data:`ITEMS_HEADER` do not fit: 429 with ``Retry-After`` at once, its body unread; more items declared than
+      the budget ever holds: 413. (A request that passes here may still get a 429 from its router, once its
+      items are counted.)
     * A ``/v1/*`` request is in flight for the drain until it is answered; when the drain gives up on it
       (``Drain.force``) it is cancelled and, if nothing was sent yet, answered 503.
     * The whole body must arrive within ``body_timeout_s`` of the headers, else 408 and the connection closes.
@@ -256,12 +271,24 @@ class AdmissionGate:
                 [(b"retry-after", str(DRAIN_RETRY_AFTER_S).encode())],
             )
             return
-        if scope["method"] == "POST" and self.budget.full:
-            refusal = self.budget.refusal(1)
-            if info is not None:
-                info.refused = "queue_full"
-            await _answer(send, 429, {"detail": str(refusal)}, [(b"retry-after", str(refusal.retry_after_s).encode())])
-            return
+        if scope["method"] == "POST":
+            declared = _declared_items(scope)
+            if declared is not None and declared > self.budget.max_items:
+                if info is not None:
+                    info.refused = "too_many_items"
+                detail = (
+                    f"the request declares {declared} items ({ITEMS_HEADER}), more than this server ever holds at "
+                    f"once ({self.budget.max_items}, RLVR_MAX_QUEUED_ITEMS): split the batch"
+                )
+                await _answer(send, 413, {"detail": detail})
+                return
+            if self.budget.full or (declared is not None and self.budget.queued + declared > self.budget.max_items):
+                refusal = self.budget.refusal(declared or 1)
+                if info is not None:
+                    info.refused = "queue_full"
+                retry_after = [(b"retry-after", str(refusal.retry_after_s).encode())]
+                await _answer(send, 429, {"detail": str(refusal)}, retry_after)
+                return
         with self.drain.request():
             await self._run_cancellable(scope, self._with_body_deadline(receive), send)
 
@@ -306,7 +333,15 @@ class AdmissionGate:
         finally:
             force.cancel()
         if task.done():
-            task.result()  # re-raise what the app raised, as if it had run here
+            error = task.exception()
+            if error is not None:
+                # Re-raise what the app raised, as if it had run here. This frame joins the error's traceback:
+                # it must not keep the task (which keeps the error), or the request's body stays in that cycle.
+                del task
+                try:
+                    raise error
+                finally:
+                    del error
             return
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -27,6 +27,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from reward_server.instance import start_instance
 from reward_server.logs import log_config
 from reward_server.settings import Settings
 
@@ -194,6 +195,7 @@ def return_freed_memory_promptly() -> None:
 def serve(settings: Settings) -> None:
     """Run the server until SIGTERM/SIGINT, which drains it first (see :mod:`reward_server.admission`)."""
     return_freed_memory_promptly()
+    start_instance(settings.instance_file)  # before the workers start: they all answer this id
     uvicorn.run(
         "reward_server.app:create_app",
         factory=True,

@@ -58,6 +58,12 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Interface to bind.")
     port: int = Field(8000, ge=0, le=65535, description="TCP port to bind (0 picks a free one).")
+    instance_file: str | None = Field(
+        None,
+        description="Where `python -m reward_server` writes the random instance id it makes at start, which "
+        "`/healthz` echoes: a healthcheck that compares the two knows it reached this process and not another "
+        "one on the same port (the image sets it; unset: not written).",
+    )
     http_workers: int = Field(
         1, ge=1, le=64, description="uvicorn worker processes; each runs its own math pool of `math_workers`."
     )

@@ -35,8 +35,9 @@ class RewardScorer:
         components: request-level components sent with every batch.
         preset: request-level preset.
         timeout_s: per-request timeout in seconds.
-        max_retries: retries per request (connection errors, 429/503, each after its ``Retry-After``) before the
-            future fails.
+        retry_deadline_s: how long a request is retried (connection errors, 429/503, each wait at least its
+            ``Retry-After``, with jitter, logged at INFO) before the future fails, in seconds from its first attempt.
+        max_retries: at most this many retries as well; ``None``: only the deadline counts.
         client: an ``httpx.AsyncClient`` to use instead of a new one (tests pass a ``MockTransport``).
         api_key: the servers' API key (default: the ``RLVR_API_KEY`` environment variable).
 
@@ -50,7 +51,8 @@ class RewardScorer:
         components: Mapping[str, Any] | None = None,
         preset: str | None = None,
         timeout_s: float = 120.0,
-        max_retries: int = 5,
+        retry_deadline_s: float = 300.0,
+        max_retries: int | None = None,
         client: httpx.AsyncClient | None = None,
         api_key: str | None = None,
     ) -> None:
@@ -63,7 +65,7 @@ class RewardScorer:
             base_urls,
             client=client,
             timeout_s=timeout_s,
-            retry=RetryPolicy(max_retries=max_retries),
+            retry=RetryPolicy(deadline_s=retry_deadline_s, max_retries=max_retries),
             api_key=self._api_key,
         )
         self._loop = asyncio.new_event_loop()
@@ -84,6 +86,7 @@ class RewardScorer:
             components=config.reward_components,
             preset=config.reward_preset,
             timeout_s=config.reward_timeout_s,
+            retry_deadline_s=config.reward_retry_deadline_s,
             max_retries=config.reward_max_retries,
             api_key=getattr(config, "reward_api_key", None),
         )

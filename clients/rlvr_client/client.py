@@ -9,9 +9,11 @@ What it guarantees:
 
 * **Exactly one result per item, matched by id.** A response whose ids differ from the request's raises
   :class:`RewardServerError` rather than silently shifting rewards between completions.
-* **Bounded retries.** Connection errors, timeouts and 429/502/503/504 are retried with exponential backoff
-  and jitter; a ``Retry-After`` header (seconds or an HTTP date) is honoured. A retried request carries the
-  same item ids, so scoring is idempotent from the caller's side.
+* **Retries within a deadline.** Connection errors, timeouts and 429/502/503/504 are retried until the
+  :class:`RetryPolicy`'s ``deadline_s`` (not a fixed count of attempts), with exponential backoff and full
+  jitter; a ``Retry-After`` header (seconds or an HTTP date) is honoured, and each wait is logged at INFO
+  (logger ``rlvr_client``). A retried request carries the same item ids, so scoring is idempotent from the
+  caller's side.
 * **Several servers.** Requests go to the server with the fewest requests in flight (round-robin on ties);
   a failed attempt moves to the next server.
 * **API keys.** ``api_key`` (or ``RLVR_API_KEY`` with :func:`client_from_env`) is sent as
@@ -32,13 +34,14 @@ import asyncio
 import contextlib
 import email.utils
 import itertools
+import logging
 import math
 import os
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -76,43 +79,79 @@ RETRY_STATUS_CODES = frozenset({429, 502, 503, 504})
 SERVER_URL_ENV = "RLVR_SERVER_URL"
 #: The environment variable with the API key sent as ``Authorization: Bearer <key>``.
 API_KEY_ENV = "RLVR_API_KEY"
+#: The header that tells the server how many items a request holds, so that a batch that cannot fit is refused
+#: before its body is sent on (the server's ``reward_server.middleware.ITEMS_HEADER``).
+ITEMS_HEADER = "X-RLVR-Items"
+
+logger = logging.getLogger("rlvr_client")
 
 _Answer = tuple[httpx.Response | None, Exception | None]
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """When and how long to wait before trying a request again.
+    """When and how long to wait before trying a request again, and when to stop.
+
+    A request is retried until ``deadline_s`` has passed since its first attempt (and, if set, ``max_retries``
+    are spent), never for a fixed number of attempts alone: a busy server's ``Retry-After`` may be a minute, and
+    a trainer would rather wait it out than lose the batch.
+
+    Each wait is drawn with jitter, so that the clients a server refused together do not come back together:
+
+    * without a ``Retry-After`` (a connection error, a 502): the back-off window is ``backoff_s * 2**attempt``
+      (at most ``max_backoff_s``), and the wait is uniform in ``[(1 - jitter) * window, window]``: with the
+      default ``jitter=1.0`` anywhere in ``[0, window]`` ("full jitter");
+    * after a ``Retry-After`` of ``R`` s: never sooner than the server asked, ``R`` plus a uniform share of
+      ``jitter * max(R, window)``, so the refused clients spread over ``[R, 2R]`` by default.
+
+    No wait is longer than ``max_backoff_s``, nor than what is left of the deadline. When the server asks for
+    longer than is left, or nothing is left, the request fails at once with :class:`RewardServerError` naming
+    the deadline. (The deadline bounds when an attempt may start: one in flight keeps the client's
+    ``timeout_s``, so a request takes at most about ``deadline_s + timeout_s``.)
 
     Attributes:
-        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts at most).
-        backoff_s: first wait; it doubles after each failed attempt.
-        max_backoff_s: ceiling on any one wait, ``Retry-After`` included, so a misconfigured server cannot stall
-            a training step for hours.
-        jitter: each computed backoff is multiplied by a uniform factor in ``[1 - jitter, 1 + jitter]`` so that
-            many clients do not retry in lock step.
+        deadline_s: how long a request may be retried, from its first attempt, in seconds.
+        max_retries: at most this many retries as well; ``None`` (the default): only the deadline counts.
+        backoff_s: the first back-off window; it doubles after each failed attempt.
+        max_backoff_s: ceiling on any one wait, ``Retry-After`` included, so that a misconfigured server cannot
+            stall a training step for hours. (The reward server never asks for more than 60 s.)
+        jitter: the share of each wait that is random, in ``[0, 1]``; 0 waits the window or ``Retry-After``
+            exactly.
+        seed: seeds the jitter's random numbers (for tests); ``None`` draws from the system's entropy.
     """
 
-    max_retries: int = 5
+    deadline_s: float = 300.0
+    max_retries: int | None = None
     backoff_s: float = 0.25
-    max_backoff_s: float = 30.0
-    jitter: float = 0.25
+    max_backoff_s: float = 60.0
+    jitter: float = 1.0
+    seed: int | None = None
+    _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if not self.deadline_s >= 0:
+            raise ValueError(f"deadline_s must be >= 0, got {self.deadline_s}")
+        if self.max_retries is not None and self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0 or None, got {self.max_retries}")
         if self.backoff_s < 0 or self.max_backoff_s < 0:
             raise ValueError("backoff_s and max_backoff_s must be >= 0")
-        if not 0 <= self.jitter < 1:
-            raise ValueError(f"jitter must be in [0, 1), got {self.jitter}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"jitter must be in [0, 1], got {self.jitter}")
+        object.__setattr__(self, "_rng", random.Random(self.seed))
 
     def delay_s(self, attempt: int, response: httpx.Response | None) -> float:
-        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 0)."""
-        retry_after = _parse_retry_after(response.headers.get("Retry-After")) if response is not None else None
-        if retry_after is not None:
-            return min(retry_after, self.max_backoff_s)
-        base = min(self.backoff_s * (2**attempt), self.max_backoff_s)
-        return base * random.uniform(1 - self.jitter, 1 + self.jitter)
+        """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 0), before the deadline's cap."""
+        window = min(self.backoff_s * (2**attempt), self.max_backoff_s)
+        retry_after = _server_retry_after(response)
+        if retry_after is None:
+            return window * (1 - self.jitter * self._rng.random())
+        spread = self.jitter * max(retry_after, window) * self._rng.random()
+        return min(retry_after + spread, self.max_backoff_s)
+
+
+def _server_retry_after(response: httpx.Response | None) -> float | None:
+    """The seconds a response's ``Retry-After`` asks for, or ``None`` without one (or with one that does not parse)."""
+    return _parse_retry_after(response.headers.get("Retry-After")) if response is not None else None
 
 
 def _parse_retry_after(value: str | None) -> float | None:
@@ -232,10 +271,12 @@ def _chunks(items: Sequence[RewardItem], size: int) -> Iterator[Sequence[RewardI
         yield items[start : start + size]
 
 
-def _give_up(url: str, attempts: int, response: httpx.Response | None, error: Exception | None) -> RewardServerError:
+def _give_up(
+    url: str, attempts: int, elapsed_s: float, why: str, response: httpx.Response | None, error: Exception | None
+) -> RewardServerError:
     what = f"HTTP {response.status_code}" if response is not None else f"{type(error).__name__}: {error}"
     return RewardServerError(
-        f"reward server {url} still failing after {attempts} attempts ({what})",
+        f"reward server {url} still failing after {attempts} attempts in {elapsed_s:.1f} s ({what}); {why}",
         status_code=None if response is None else response.status_code,
         url=url,
     )
@@ -307,6 +348,8 @@ class _ClientBase(Generic[_HttpClient]):
         self._headers = _auth_headers(api_key)
         self._owns_client = client is None
         self._client: _HttpClient = client if client is not None else self._new_client(self._timeout)
+        #: Monotonic seconds, for the retry deadline (tests pass a fake one, with a ``_sleep`` that advances it).
+        self._clock: Callable[[], float] = time.monotonic
 
     def _new_client(self, timeout: httpx.Timeout) -> _HttpClient:
         raise NotImplementedError
@@ -326,15 +369,39 @@ class _ClientBase(Generic[_HttpClient]):
         """
         url: str | None = None
         wait_s = 0.0
+        policy = self.retry
+        start = self._clock()
         for attempt in itertools.count():
             url = self._balancer.pick(avoid=url)
             response, error = yield url, wait_s
             if response is not None and response.status_code not in RETRY_STATUS_CODES:
                 return _decode(response, items, url)
-            retryable = response is None or response.status_code in RETRY_STATUS_CODES
-            if not retryable or attempt >= self.retry.max_retries:
-                raise _give_up(url, attempt + 1, response, error)
-            wait_s = self.retry.delay_s(attempt, response)
+            elapsed_s = self._clock() - start
+            if policy.max_retries is not None and attempt >= policy.max_retries:
+                why = f"no retries left (RetryPolicy.max_retries={policy.max_retries})"
+                raise _give_up(url, attempt + 1, elapsed_s, why, response, error)
+            left_s = policy.deadline_s - elapsed_s
+            asked_s = _server_retry_after(response)
+            if left_s <= 0 or (asked_s is not None and min(asked_s, policy.max_backoff_s) > left_s):
+                why = f"the retry deadline of {policy.deadline_s:g} s (RetryPolicy.deadline_s) has passed"
+                if left_s > 0:
+                    why = (
+                        f"the server asks to wait {asked_s:g} s (Retry-After), past the retry deadline of "
+                        f"{policy.deadline_s:g} s (RetryPolicy.deadline_s), {left_s:.1f} s from now"
+                    )
+                raise _give_up(url, attempt + 1, elapsed_s, why, response, error)
+            wait_s = min(policy.delay_s(attempt, response), left_s)
+            logger.info(
+                "reward server %s: attempt %d got %s; retrying in %.2f s (Retry-After: %s; %.1f s left of the "
+                "%g s retry deadline)",
+                url,
+                attempt + 1,
+                f"HTTP {response.status_code}" if response is not None else type(error).__name__,
+                wait_s,
+                "none" if asked_s is None else f"{asked_s:g} s",
+                left_s,
+                policy.deadline_s,
+            )
             self._balancer.mark_failed(url, wait_s)
         raise AssertionError("unreachable")
 
@@ -399,14 +466,13 @@ class RewardClient(_ClientBase[httpx.Client]):
 
     def _post(self, items: Sequence[RewardItem], body: dict[str, Any]) -> list[RewardResult]:
         attempts = self._attempts(items)
+        headers = {**self._headers, ITEMS_HEADER: str(len(items))}
         url, wait_s = next(attempts)
         while True:
             self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = self._client.post(
-                        url + REWARDS_PATH, json=body, headers=self._headers, timeout=self._timeout
-                    )
+                    response = self._client.post(url + REWARDS_PATH, json=body, headers=headers, timeout=self._timeout)
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:  # connection refused or reset, timeouts
                     sent = (None, exc)
@@ -491,13 +557,14 @@ class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
 
     async def _post(self, items: Sequence[RewardItem], body: dict[str, Any]) -> list[RewardResult]:
         attempts = self._attempts(items)
+        headers = {**self._headers, ITEMS_HEADER: str(len(items))}
         url, wait_s = next(attempts)
         while True:
             await self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
                     response = await self._client.post(
-                        url + REWARDS_PATH, json=body, headers=self._headers, timeout=self._timeout
+                        url + REWARDS_PATH, json=body, headers=headers, timeout=self._timeout
                     )
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:

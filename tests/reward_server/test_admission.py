@@ -66,6 +66,49 @@ def test_retry_after_comes_from_the_answer_rate(
     assert refusal.retry_after_s == expected_s and "RLVR_MAX_QUEUED_ITEMS" in str(refusal)
 
 
+class FakePool:
+    """What admission reads of a worker pool, set by hand."""
+
+    def __init__(self, queued_items: int, items_per_s: float) -> None:
+        self.queued_items = queued_items
+        self.items_per_s = items_per_s
+
+
+@pytest.mark.parametrize(
+    ("backlog", "pool_rate", "expected_s", "reason"),
+    [
+        # Room: 50 answered / 10 s = 5 items/s, 100 queued + 20 asked - 100 = 20 too many: 4 s. Backlog: 12 / 3 = 4 s.
+        (12, 3.0, 4, "both 4 s"),
+        (30, 3.0, 10, "30 items waiting at 3/s: 10 s, longer than the room's 4 s"),
+        (90, 3.0, 30, "three times the backlog, three times the wait"),
+        (151, 3.0, 51, "151 / 3 = 50.3 s, rounded up"),
+        (900, 3.0, 60, "300 s, capped at 60 s"),
+        (0, 3.0, 4, "no backlog: the room's 4 s"),
+        (500, 0.0, 4, "the pool has finished nothing yet: its rate is unknown, the room's 4 s stands"),
+    ],
+)
+def test_a_bigger_backlog_gives_a_longer_retry_after(
+    backlog: int, pool_rate: float, expected_s: int, reason: str
+) -> None:
+    pool = FakePool(backlog, pool_rate)
+    budget = ItemBudget(100, clock=Clock(), pool=lambda: pool)
+    with budget.admit(50):  # 50 items answered just now: 5 items/s over the 10 s window
+        pass
+    with budget.admit(100):
+        assert budget.retry_after_s(20) == expected_s, reason
+        with pytest.raises(QueueFull) as refused, budget.admit(20):
+            pass
+        assert refused.value.retry_after_s == expected_s
+
+
+def test_retry_after_with_only_the_pool_rate_known() -> None:
+    # Nothing answered in the window (long requests), but the pool drains 8 items/s with 200 waiting: 25 s.
+    budget = ItemBudget(100, clock=Clock(), pool=lambda: FakePool(200, 8.0))
+    budget.queued = 100
+    assert budget.retry_after_s(1) == 25
+    assert ItemBudget(100, clock=Clock(), pool=lambda: None).retry_after_s(1) == admission.UNKNOWN_RATE_RETRY_AFTER_S
+
+
 def test_answers_older_than_the_window_do_not_count() -> None:
     clock = Clock()
     budget = ItemBudget(100, clock=clock)

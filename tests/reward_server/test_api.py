@@ -28,7 +28,7 @@ def client():
 
 
 def test_health_ready_metrics(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "instance": client.app.state.instance_id}  # type: ignore[attr-defined]
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["ready"] is True
     assert ready.json()["checks"]["sandbox"] == "ok"

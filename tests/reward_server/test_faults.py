@@ -4,6 +4,7 @@ one result per id, and nothing answers 500 or resets a connection."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -18,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rlvr_client.client import RewardClient, RewardItem
+from rlvr_client.client import AsyncRewardClient, RetryPolicy, RewardClient, RewardItem, RewardResult
 from tests.conftest import IN_CI
 from tests.reward_server.serverproc import ServerProcess, cmdline, descendants
 
@@ -219,6 +220,36 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path) -> None:
     assert "drained in" in run["log"]
 
 
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def test_abandoned_uploads_leave_no_memory_behind(tmp_path: Path) -> None:
+    # Issue 24: the body an abandoned upload had sent stayed in a reference cycle until a full garbage collection
+    # (here five uploads that leave after 60 MB of a 200 MB body took the server from 61 to 364 MB, and it stayed
+    # there). Now the memory after them is what it was before, give or take less than one upload.
+    s = ServerProcess(tmp_path / "server.log", {"RLVR_MATH_WORKERS": "1", "RLVR_LOG_FORMAT": "json"})
+
+    def answered() -> int:
+        lines = [json.loads(line) for line in s.log().splitlines() if line.startswith("{")]
+        return sum(1 for e in lines if e.get("logger") == "reward_server.access" and e.get("path") == "/v1/rewards")
+
+    try:
+        before = _rss_mb(s.proc.pid)
+        chunk = b"x" * (1 << 20)
+        for n in range(5):
+            with socket.create_connection(("127.0.0.1", s.port)) as sock:
+                head = b"POST /v1/rewards HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                sock.sendall(head + f"content-length: {200 << 20}\r\n\r\n".encode() + b'{"items": [{"response": "')
+                for _ in range(60):
+                    sock.sendall(chunk)
+            wait_for(lambda n=n: answered() == n + 1)  # the server saw this client leave and ended its request
+        assert _rss_mb(s.proc.pid) - before < 60, s.log()[-2000:]
+    finally:
+        s.stop()
+
+
 # ------------------------------------------------------------------------------------------ overload and clients
 
 
@@ -269,6 +300,35 @@ def test_the_client_rides_out_429s(hardened: ServerProcess) -> None:
                 return [r.reward for r in rc.score(items)]
 
         assert all(rewards == [1.0] * 16 for rewards in pool.map(score, range(4)))
+
+
+def _refused_queue_full(server: ServerProcess) -> float:
+    for line in httpx.get(f"{server.url}/metrics", timeout=10).text.splitlines():
+        if line.startswith('rlvr_refused_requests_total{reason="queue_full"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_the_projects_async_client_rides_out_a_burst_within_its_deadline(hardened: ServerProcess) -> None:
+    # Issue 24's third scenario, scaled down: 24 batches of 8 at once on a queue of 16 items. Most are refused
+    # at first; retried within a deadline, after each Retry-After plus jitter, every one is scored and none
+    # raises (the fixed 6 attempts raised for 209 of 360 batches).
+    batches = [
+        [RewardItem(id=f"{b}-{i}", task="math", response=f"\\boxed{{{i}}}", ground_truth=str(i)) for i in range(8)]
+        for b in range(24)
+    ]
+    refused_before = _refused_queue_full(hardened)
+
+    async def burst() -> list[list[RewardResult] | BaseException]:
+        retry = RetryPolicy(deadline_s=240)
+        async with AsyncRewardClient(hardened.url, api_key=KEY, max_batch_items=8, retry=retry) as client:
+            return await asyncio.gather(*(client.score(b) for b in batches), return_exceptions=True)
+
+    outcomes = asyncio.run(burst())
+    raised = [o for o in outcomes if isinstance(o, BaseException)]
+    assert raised == []
+    assert all([r.reward for r in o] == [1.0] * 8 for o in outcomes if not isinstance(o, BaseException))
+    assert _refused_queue_full(hardened) > refused_before  # the burst was refused at first
 
 
 def test_a_key_is_needed_over_http(hardened: ServerProcess) -> None:

@@ -48,6 +48,15 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> Non
     raise TimeoutError(f"{url} not ready within {timeout_s} s")
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM (the server drains), then SIGKILL if it is still there after 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @pytest.fixture(scope="module")
 def live_server() -> Iterator[str]:
     port = free_port()
@@ -57,11 +66,7 @@ def live_server() -> Iterator[str]:
         wait_ready(url, proc)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 def test_live_batch(live_server: str) -> None:
@@ -79,7 +84,7 @@ def test_live_batch(live_server: str) -> None:
     assert [x["reward"] for x in results] == [1.0, 0.0, None]
     assert results[2]["status"] == "timeout"
     # The server is still healthy after the hang.
-    assert httpx.get(f"{live_server}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{live_server}/healthz").json()["status"] == "ok"
     r = httpx.post(f"{live_server}/v1/math/verify", json={"response": "\\boxed{4}", "ground_truth": "4"})
     assert r.json()["correct"] is True
 

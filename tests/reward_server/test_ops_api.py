@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from reward_server.app import create_app
 from reward_server.logs import JsonFormatter, TextFormatter
 from reward_server.settings import Settings
-from rlvr_client.client import RewardClient, RewardItem, RewardServerError
+from rlvr_client.client import RetryPolicy, RewardClient, RewardItem, RewardServerError
 
 KEY = "k3y-0123456789abcdef"
 OTHER_KEY = "other-0123456789abcdef"
@@ -247,7 +247,8 @@ def test_transport_client_sees_429_retry_after() -> None:
             },
         )
 
-    with RewardClient("http://one", client=httpx.Client(transport=httpx.MockTransport(handler))) as rc:
+    transport = httpx.Client(transport=httpx.MockTransport(handler))
+    with RewardClient("http://one", client=transport, retry=RetryPolicy(jitter=0.0)) as rc:  # no jitter: exactly 3 s
         rc._sleep = slept.append  # type: ignore[method-assign]
         [result] = rc.score([RewardItem(id="x", task="math", response="4", ground_truth="4")])
     assert result.reward == 1.0 and slept[-1] == 3.0

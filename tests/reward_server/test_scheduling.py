@@ -111,10 +111,14 @@ def test_healthz_fails_while_no_worker_can_start() -> None:
 
     app = create_app(Settings(math_workers=1))
     client = TestClient(app)  # no lifespan: the pool is the stand-in
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "instance": app.state.instance_id}
     app.state.math_pool = Unstartable()
     r = client.get("/healthz")
-    assert r.status_code == 503 and r.json() == {"status": "failing", "detail": Unstartable.health[1]}
+    assert r.status_code == 503 and r.json() == {
+        "status": "failing",
+        "detail": Unstartable.health[1],
+        "instance": app.state.instance_id,
+    }
     r = client.get("/readyz")
     assert r.status_code == 503 and "exit code 7" in r.json()["detail"]
 

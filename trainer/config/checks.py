@@ -89,7 +89,10 @@ def _check_reward_client(c: Any) -> None:
         raise _fix("reward_wait_ready_s", c.reward_wait_ready_s, "must be >= 0", "Set reward_wait_ready_s: 0.")
     if c.reward_timeout_s <= 0:
         raise _fix("reward_timeout_s", c.reward_timeout_s, "must be > 0", "Keep the default.")
-    _check_non_negative(c, "reward_max_retries")
+    if not c.reward_retry_deadline_s >= 0:
+        raise _fix("reward_retry_deadline_s", c.reward_retry_deadline_s, "must be >= 0", "Keep the default (300).")
+    if c.reward_max_retries is not None:
+        _check_non_negative(c, "reward_max_retries")
     _check_components(c.reward_components)
     if not c.reward_server_urls:
         raise _fix(

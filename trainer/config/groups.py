@@ -74,8 +74,10 @@ class RewardServerOptions(Options):
     """Request-level preset (``r1_zero``, ``r1``); ``None`` lets components (or the server default) decide."""
     reward_timeout_s: float = 120.0
     """Timeout of one ``POST /v1/rewards`` request, in seconds."""
-    reward_max_retries: int = 5
-    """Retries of a failed reward request (connection errors, 429, 503) before the run stops."""
+    reward_retry_deadline_s: float = 300.0
+    """Seconds a failed reward request is retried (connection errors, 429, 503) before the run stops."""
+    reward_max_retries: int | None = None
+    """At most this many retries of a reward request as well; ``None``: only ``reward_retry_deadline_s`` counts."""
     reward_wait_ready_s: float = 120.0
     """How long to wait at start for every reward server's ``/readyz``, in seconds."""
     reward_api_key: str | None = None
