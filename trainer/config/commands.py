@@ -94,7 +94,7 @@ class GRPOConfig(
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
     advantage_estimator: str = "outcome"
-    """An ``ADVANTAGE_ESTIMATORS`` entry: ``outcome`` (group baseline), ``process`` (DeepSeekMath 4.1.3), ``rft``."""
+    """``outcome`` (GRPO), ``process``, ``rft``, ``rloo``, ``reinforce_plus_plus(_baseline)`` (verl's names)."""
     shuffle_rewards: bool = False
     """Random-reward control (arXiv 2506.10947): permute each step's rewards across the batch before advantages."""
     log_grad_cosine: bool = False
