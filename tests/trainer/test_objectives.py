@@ -8,12 +8,15 @@ the estimators through :func:`trainer.train.compute_advantages` (the stand-in ru
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
 
 from tests.trainer.test_registries import _config, _step
 from trainer.algorithms.advantages import reinforce_plus_plus_advantages, rloo_advantages, token_whiten
+from trainer.algorithms.losses import PolicyOptions, grpo_loss, log_importance_weights, off_policy_mask
+from trainer.config import ConfigError
 
 NAN = math.nan
 
@@ -73,3 +76,117 @@ def test_the_loop_whitens_over_the_tokens_it_trains_on() -> None:
     adv = _step([1.0, 0.0, 0.0, 1.0], _config(advantage_estimator="reinforce_plus_plus", num_generations=4))
     expected = reinforce_plus_plus_advantages(_t([1.0, 0.0, 0.0, 1.0]), torch.full((4,), 5))
     torch.testing.assert_close(adv.advantages, expected)
+
+
+# ------------------------------------------------------------------------------------------------------ objectives
+
+
+def _loss(loss_type: str, logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, **kw: Any) -> torch.Tensor:
+    options = PolicyOptions(**{k: kw.pop(k) for k in list(kw) if k in PolicyOptions.__dataclass_fields__})
+    mask = kw.pop("mask", torch.ones_like(logp))
+    out = grpo_loss(
+        logp,
+        old,
+        adv,
+        mask,
+        loss_type=loss_type,
+        epsilon=kw.pop("epsilon", 0.2),
+        epsilon_high=kw.pop("epsilon_high", None),
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=logp.shape[1],
+        num_items_in_batch=mask.sum(),
+        options=options,
+        **kw,
+    )
+    return out.loss
+
+
+def test_the_sequence_ratio_is_the_geometric_mean_of_the_token_ratios() -> None:
+    logp = torch.log(_t([[1.0, 1.0, 1.0]]))
+    old = torch.log(_t([[0.5, 2.0, 1.0]])) + logp
+    mask = _t([[1.0, 1.0, 0.0]])
+    got = log_importance_weights(logp, old, mask, "sequence")
+    torch.testing.assert_close(got, _t([[-(math.log(0.5) + math.log(2.0)) / 2]]))  # exp: (2 * 0.5)^(1/2) = 1
+
+
+def test_gspo_token_has_the_sequence_value_and_each_tokens_own_gradient() -> None:
+    logp = _t([[-1.0, -2.0]]).requires_grad_()
+    old = _t([[-1.5, -2.1]])
+    w = log_importance_weights(logp, old, torch.ones(1, 2), "sequence_token")
+    torch.testing.assert_close(w.detach(), torch.full((1, 2), 0.3))  # mean of 0.5 and 0.1
+    (grad,) = torch.autograd.grad((torch.exp(w) * _t([[1.0, 0.0]])).sum(), logp)
+    torch.testing.assert_close(grad, _t([[math.exp(0.3), 0.0]]))  # the second token's advantage is 0: no gradient
+
+
+def test_the_sequence_level_clips_whole_completions() -> None:
+    # sequence ratio exp(0.5) = 1.65 > 1.2 with a positive advantage: clipped, the loss is -(1.2 * 1) per token
+    logp = _t([[0.0, 0.0]]).requires_grad_()
+    got = _loss("bnpo", logp, _t([[-0.5, -0.5]]), _t([1.0]), importance_sampling_level="sequence")
+    assert float(got.detach()) == pytest.approx(-1.2)
+    (grad,) = torch.autograd.grad(got, logp)
+    assert grad.abs().sum() == 0
+
+
+def test_two_sided_clipping_bounds_the_ratio_for_negative_advantages() -> None:
+    logp = _t([[math.log(3.0), math.log(3.0)]])
+    old = torch.zeros(1, 2)
+    assert float(_loss("bnpo", logp, old, _t([-1.0]))) == pytest.approx(3.0)  # -min(-3, -1.2): the ratio itself
+    assert float(_loss("bnpo", logp, old, _t([-1.0]), delta=2.0)) == pytest.approx(2.0)  # bounded by delta
+    assert float(_loss("bnpo", logp, old, _t([1.0]), delta=2.0)) == pytest.approx(-1.2)  # positive: as before
+
+
+def test_cispo_weighs_the_log_prob_by_the_capped_detached_ratio() -> None:
+    logp = _t([[math.log(0.5), math.log(0.25)]]).requires_grad_()
+    old = logp.detach() - _t([[math.log(4.0), math.log(1.5)]])  # ratios 4 and 1.5
+    got = _loss("cispo", logp, old, _t([2.0]), epsilon_high=3.0)
+    # -(min(4, 3) * 2 * log 0.5 + 1.5 * 2 * log 0.25) / 2 tokens
+    assert float(got.detach()) == pytest.approx(-(3 * 2 * math.log(0.5) + 1.5 * 2 * math.log(0.25)) / 2, rel=1e-6)
+    (grad,) = torch.autograd.grad(got, logp)
+    torch.testing.assert_close(grad, _t([[-3.0, -1.5]]))  # d/dlogp: -w * A / 2, the weight detached
+
+
+def test_sapo_is_a_sigmoid_gate_that_equals_the_plain_gradient_on_policy() -> None:
+    logp = _t([[-1.0]]).requires_grad_()
+    got = _loss("sapo", logp, logp.detach(), _t([1.0]))
+    assert float(got.detach()) == pytest.approx(-2.0)  # sigmoid(0) * 4 / 1 = 2
+    (grad,) = torch.autograd.grad(got, logp)
+    torch.testing.assert_close(grad, _t([[-1.0]]))  # 4 sigmoid'(0) = 1: the policy gradient at ratio 1
+
+
+def test_luspo_sums_each_completion_over_its_tokens() -> None:
+    logp = torch.zeros(2, 3)
+    mask = _t([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    got = _loss("luspo", logp, logp, _t([1.0, -1.0]), mask=mask)
+    assert float(got.detach()) == pytest.approx((-3.0 + 1.0) / 2)
+
+
+def test_vespo_weight_is_one_at_ratio_one_and_falls_off_both_sides() -> None:
+    logp = _t([[-1.0, -1.0]]).requires_grad_()
+    got = _loss("vespo", logp, logp.detach(), _t([1.0]))
+    assert float(got.detach()) == pytest.approx(1.0)  # -phi(1) * A * logp averaged: -1 * 1 * -1
+    far = _loss("vespo", logp, logp.detach() - 0.5, _t([1.0]))  # w = exp(1): phi = e^{3 + 2 - 3e} < 1
+    assert float(far.detach()) == pytest.approx(math.exp(3 + 2 - 3 * math.e), rel=1e-5)
+
+
+def test_off_policy_masking_drops_only_negative_far_completions() -> None:
+    logp = torch.zeros(3, 2)
+    sampling = _t([[0.5, 0.5], [0.5, 0.5], [0.01, 0.01]])
+    keep = off_policy_mask(_t([[1.0], [-1.0], [-1.0]]), logp, sampling, torch.ones(3, 2), 0.1)
+    assert keep.flatten().tolist() == [1.0, 0.0, 1.0]
+
+
+def test_the_config_takes_trls_objective_options_and_refuses_bad_ones() -> None:
+    c = _config(loss_type="cispo", epsilon_high=5.0, importance_sampling_level="sequence", delta=None)
+    assert c.policy_options.importance_sampling_level == "sequence"
+    assert _config(delta=4.0, off_policy_mask_threshold=0.5).policy_options.delta == 4.0
+    with pytest.raises(ConfigError, match=r"epsilon_high=None: must be set with loss_type 'cispo'.*5\.0"):
+        _config(loss_type="cispo")
+    with pytest.raises(ConfigError, match=r"importance_sampling_level='seq': must be one of"):
+        _config(importance_sampling_level="seq")
+    with pytest.raises(ConfigError, match=r"delta=0\.5: must be > 1"):
+        _config(delta=0.5)
+    with pytest.raises(ConfigError, match=r"sapo_temperature_neg=0\.0: must be > 0"):
+        _config(sapo_temperature_neg=0.0)
+    with pytest.raises(ConfigError, match=r"off_policy_mask_threshold=-1\.0"):
+        _config(off_policy_mask_threshold=-1.0)

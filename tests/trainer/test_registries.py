@@ -84,7 +84,7 @@ def test_the_estimators_are_registered_in_the_order_the_config_lists_them() -> N
         "reinforce_plus_plus",
         "reinforce_plus_plus_baseline",
     )
-    assert LOSS_TYPES.choices() == ("grpo", "bnpo", "dr_grpo", "dapo")
+    assert LOSS_TYPES.choices() == ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
     needs_steps = [ADVANTAGE_ESTIMATORS.get(n).needs_steps for n in ADVANTAGE_ESTIMATORS.choices()]
     assert needs_steps == [False, True, False, False, False, False]
 
@@ -172,9 +172,11 @@ def test_unknown_names_list_the_choices() -> None:
         ValueError, match=r"advantage_estimator must be one of \('outcome', 'process', 'rft', 'rloo'.*got 'gae'"
     ):
         ADVANTAGE_ESTIMATORS.get("gae")
-    with pytest.raises(ValueError, match=r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\), got 'ppo'"):
+    with pytest.raises(
+        ValueError, match=r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo'.*'ppo'"
+    ):
         aggregate_loss(torch.ones(1, 1), torch.ones(1, 1), "ppo", max_completion_length=1)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match=r"loss_type.*must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\)"):
+    with pytest.raises(ConfigError, match=r"loss_type.*must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo'"):
         _config(loss_type="ppo")
     with pytest.raises(ConfigError, match=r"advantage_estimator.*must be one of \('outcome', 'process', 'rft', 'rloo'"):
         _config(advantage_estimator="gae")

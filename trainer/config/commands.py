@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALE_REWARDS, ScaleRewards
-from trainer.algorithms.losses import LOSS_TYPES
+from trainer.algorithms.losses import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, PolicyOptions
 from trainer.config.checks import (
     _check_non_negative,
     _check_optimizer,
@@ -90,7 +90,27 @@ class GRPOConfig(
     num_iterations: int = 1
     """Optimizer passes over each batch of rollouts (mu in DeepSeekMath); above 1 the old-policy log-probs are kept."""
     loss_type: str = "dapo"
-    """Token-loss aggregation (a ``LOSS_TYPES`` entry): ``grpo`` (sequence mean), ``bnpo``, ``dr_grpo``, ``dapo``."""
+    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` (aggregations); ``cispo``, ``sapo``, ``luspo``, ``vespo`` (TRL's)."""
+    importance_sampling_level: str = "token"
+    """Ratio per ``token``, per ``sequence`` (GSPO: mean log-ratio), or ``sequence_token`` (GSPO-token)."""
+    delta: float | None = None
+    """Two-sided clipping (INTELLECT-2): ratio <= delta where the advantage is negative (> 1 + epsilon_high)."""
+    sapo_temperature_pos: float = 1.0
+    """``loss_type: sapo``: the gate's temperature for tokens with a positive advantage."""
+    sapo_temperature_neg: float = 1.05
+    """``loss_type: sapo``: the gate's temperature for the other tokens."""
+    vespo_k_pos: float = 2.0
+    """``loss_type: vespo``: Gamma power k for non-negative advantages (down-weights ratios below 1)."""
+    vespo_lambda_pos: float = 3.0
+    """``loss_type: vespo``: Gamma decay lambda for non-negative advantages (down-weights ratios above 1)."""
+    vespo_k_neg: float = 3.0
+    """``loss_type: vespo``: Gamma power k for negative advantages."""
+    vespo_lambda_neg: float = 2.0
+    """``loss_type: vespo``: Gamma decay lambda for negative advantages."""
+    off_policy_mask_threshold: float | None = None
+    """Drop negative-advantage completions whose mean sampler-vs-policy log-gap exceeds this (DeepSeek-V3.2)."""
+    use_bias_correction_kl: bool = False
+    """Multiply the KL term by the importance ratio (DeepSeek-V3.2; TRL 1.16's default is true, ours off)."""
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
     advantage_estimator: str = "outcome"
@@ -169,6 +189,22 @@ class GRPOConfig(
         if self.rollout_chunk_prompts is not None:
             return self.rollout_chunk_prompts
         return max(1, math.ceil(self.prompt_batch_size / 4))
+
+    @property
+    def policy_options(self) -> PolicyOptions:
+        """The objective's options beyond the clip range, for :func:`trainer.algorithms.losses.grpo_loss`."""
+        return PolicyOptions(
+            importance_sampling_level=self.importance_sampling_level,
+            delta=self.delta,
+            sapo_temperature_pos=self.sapo_temperature_pos,
+            sapo_temperature_neg=self.sapo_temperature_neg,
+            vespo_k_pos=self.vespo_k_pos,
+            vespo_lambda_pos=self.vespo_lambda_pos,
+            vespo_k_neg=self.vespo_k_neg,
+            vespo_lambda_neg=self.vespo_lambda_neg,
+            off_policy_mask_threshold=self.off_policy_mask_threshold,
+            use_bias_correction_kl=self.use_bias_correction_kl,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (tuples as lists), ready for YAML or JSON; secrets (``reward_api_key``) left out as ``None``,
@@ -365,6 +401,7 @@ def _validate(c: GRPOConfig) -> None:
         )
     if c.loss_type not in LOSS_TYPES:
         raise _fix("loss_type", c.loss_type, f"must be one of {LOSS_TYPES.choices()}", "TRL's default is 'dapo'.")
+    _check_objective(c)
     if c.scale_rewards not in SCALE_REWARDS:
         hint = "Dr. GRPO recommends 'none'."
         if isinstance(c.scale_rewards, bool):
@@ -379,6 +416,46 @@ def _validate(c: GRPOConfig) -> None:
     if c.logprobs_chunk_tokens is not None and c.logprobs_chunk_tokens < 1:
         raise _fix(
             "logprobs_chunk_tokens", c.logprobs_chunk_tokens, "must be >= 1 or null", "1024 suits a 152k vocabulary."
+        )
+
+
+def _check_objective(c: GRPOConfig) -> None:
+    """The options of issue 22's objectives (TRL's names and ranges)."""
+    if c.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
+        raise _fix(
+            "importance_sampling_level",
+            c.importance_sampling_level,
+            f"must be one of {IMPORTANCE_SAMPLING_LEVELS}",
+            "Use 'token' (PPO/GRPO) or 'sequence' (GSPO).",
+        )
+    if c.loss_type == "cispo" and c.epsilon_high is None:
+        raise _fix(
+            "epsilon_high",
+            None,
+            "must be set with loss_type 'cispo': it caps the importance weight itself (TRL would cap it at epsilon)",
+            "ScaleRL recommends 5.0.",
+        )
+    if c.delta is not None and c.delta <= 1:
+        raise _fix("delta", c.delta, "must be > 1: it bounds the ratio from above", "INTELLECT-2 uses 4.")
+    for name in ("sapo_temperature_pos", "sapo_temperature_neg", "vespo_lambda_pos", "vespo_lambda_neg"):
+        if getattr(c, name) <= 0:
+            raise _fix(name, getattr(c, name), "must be > 0", "Keep TRL's default.")
+    _check_non_negative(c, "vespo_k_pos", "vespo_k_neg")
+    if c.off_policy_mask_threshold is not None and c.off_policy_mask_threshold < 0:
+        raise _fix(
+            "off_policy_mask_threshold", c.off_policy_mask_threshold, "must be >= 0 or null", "TRL suggests 0.5."
+        )
+    if (
+        c.loss_type == "vespo"
+        and c.use_vllm
+        and c.vllm_importance_sampling_correction
+        and c.vllm_importance_sampling_mode.startswith("sequence")
+    ):
+        raise _fix(
+            "vllm_importance_sampling_mode",
+            c.vllm_importance_sampling_mode,
+            "must be a token mode with loss_type 'vespo', which folds per-token weights into its sequence weight",
+            "Use 'token_truncate' or 'token_mask' (as TRL requires).",
         )
 
 
