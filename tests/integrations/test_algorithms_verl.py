@@ -95,3 +95,44 @@ def test_the_estimators_are_registered_under_verls_names() -> None:
     for name in ("rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"):
         assert name in ADVANTAGE_ESTIMATORS
         assert core_algos.get_adv_estimator_fn(name) is not None  # verl knows it by the same name
+
+
+# ------------------------------------------------------------------------------------------- GSPO-token (verl's gspo)
+
+
+@pytest.mark.parametrize(("agg_mode", "loss_type"), [("token-mean", "bnpo"), ("seq-mean-token-mean", "grpo")])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gspo_token_equals_verls_gspo_policy_loss(agg_mode: str, loss_type: str, seed: int) -> None:
+    """``importance_sampling_level: sequence_token`` against verl's ``compute_policy_loss_gspo`` (GSPO-token, with
+    per-token advantages, where it differs from GSPO): values and gradients."""
+    from verl.workers.config import ActorConfig
+
+    from trainer.algorithms.losses import PolicyOptions, grpo_loss
+
+    g = torch.Generator().manual_seed(seed)
+    lengths = [3, 6, 1, 4]  # 6 is a truncated row of full width
+    mask = (torch.arange(WIDTH) < torch.tensor(lengths).unsqueeze(-1)).float()
+    logp = -torch.rand(4, WIDTH, generator=g, dtype=torch.float64).requires_grad_()
+    old = logp.detach() + (torch.rand(4, WIDTH, generator=g, dtype=torch.float64) - 0.5) * 1.2
+    advantages = torch.randn(4, WIDTH, generator=g, dtype=torch.float64)  # per token: GSPO-token's case
+    config = ActorConfig(
+        strategy="fsdp", clip_ratio_low=0.2, clip_ratio_high=0.28, ppo_micro_batch_size_per_gpu=1, rollout_n=2
+    )
+    theirs, _ = core_algos.compute_policy_loss_gspo(old, logp, advantages, mask, agg_mode, config)
+    ours = grpo_loss(
+        logp,
+        old,
+        advantages,
+        mask,
+        loss_type=loss_type,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=WIDTH,
+        options=PolicyOptions(importance_sampling_level="sequence_token"),
+    ).loss
+    (their_grad,) = torch.autograd.grad(theirs, logp)
+    (our_grad,) = torch.autograd.grad(ours, logp)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, their_grad)
