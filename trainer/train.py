@@ -388,7 +388,7 @@ def update(
                         num_items_in_micro_batch=adv.num_items_in_micro_batch[k],
                         gradient_accumulation_steps=config.gradient_accumulation_steps,
                         importance_weights=correction.weights.get(k),
-                        options=config.policy_options,
+                        options=config,
                         sampling_logp=None if mb.sampling_log_probs is None else mb.sampling_log_probs.float(),
                     )
                     out.loss.backward()

@@ -9,6 +9,7 @@ compared. The batches have a null row (mask all 0, advantage 0), a zero-spread g
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import defaultdict
 from types import SimpleNamespace
@@ -52,17 +53,8 @@ def _logp(theta: torch.Tensor) -> torch.Tensor:
 def _trl_loss(batch: dict[str, torch.Tensor], case: dict[str, Any]) -> torch.Tensor:
     """TRL's ``_compute_loss`` on a stand-in trainer whose model call returns ``_logp(theta)``."""
     options: PolicyOptions = case["options"]
-    args = SimpleNamespace(
-        use_bias_correction_kl=options.use_bias_correction_kl,
-        delta=options.delta,
-        sapo_temperature_pos=options.sapo_temperature_pos,
-        sapo_temperature_neg=options.sapo_temperature_neg,
-        vespo_k_pos=options.vespo_k_pos,
-        vespo_lambda_pos=options.vespo_lambda_pos,
-        vespo_k_neg=options.vespo_k_neg,
-        vespo_lambda_neg=options.vespo_lambda_neg,
-        steps_per_generation=GA,  # TRL's default: one generation batch per optimizer step
-    )
+    # TRL's args: the same option names; one generation batch per optimizer step (TRL's default)
+    args = SimpleNamespace(**dataclasses.asdict(options), steps_per_generation=GA)
     accelerator = SimpleNamespace(
         num_processes=1,
         gather=lambda x: x,

@@ -57,34 +57,28 @@ def _check_nulls_are_zero(advantages: torch.Tensor, rewards: list[float]) -> Non
     assert torch.equal(advantages[nulls], torch.zeros(int(nulls.sum())))
 
 
+def _verl(estimator: str, token_rewards: torch.Tensor, mask: torch.Tensor, index: np.ndarray) -> torch.Tensor:
+    if estimator == "rloo":
+        return core_algos.compute_rloo_outcome_advantage(token_rewards, mask, index)[0]
+    if estimator == "reinforce_plus_plus":
+        config = AlgoConfig(gamma=1.0)
+        return core_algos.compute_reinforce_plus_plus_outcome_advantage(token_rewards, mask, config=config)[0]
+    return core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage(token_rewards, mask, index)[0]
+
+
+def _ours(estimator: str, rewards: torch.Tensor, lengths: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    if estimator == "rloo":
+        return rloo_advantages(rewards, groups)
+    return reinforce_plus_plus_advantages(rewards, lengths, groups if estimator.endswith("baseline") else None)
+
+
+@pytest.mark.parametrize("estimator", ["rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"])
 @pytest.mark.parametrize("name", sorted(BATCHES))
-def test_rloo_equals_verl(name: str) -> None:
+def test_the_estimator_equals_verls(estimator: str, name: str) -> None:
     rewards, groups, lengths = BATCHES[name]
     token_rewards, mask, index, keep = _verl_inputs(rewards, groups, lengths)
-    theirs, _ = core_algos.compute_rloo_outcome_advantage(token_rewards, mask, index)
-    ours = rloo_advantages(torch.tensor(rewards), torch.tensor(groups))
-    torch.testing.assert_close(_ours_on_tokens(ours, lengths, keep), theirs)
-    _check_nulls_are_zero(ours, rewards)
-
-
-@pytest.mark.parametrize("name", sorted(BATCHES))
-def test_reinforce_plus_plus_equals_verl(name: str) -> None:
-    rewards, groups, lengths = BATCHES[name]
-    token_rewards, mask, _, keep = _verl_inputs(rewards, groups, lengths)
-    theirs, _ = core_algos.compute_reinforce_plus_plus_outcome_advantage(
-        token_rewards, mask, config=AlgoConfig(gamma=1.0)
-    )
-    ours = reinforce_plus_plus_advantages(torch.tensor(rewards), torch.tensor(lengths))
-    torch.testing.assert_close(_ours_on_tokens(ours, lengths, keep), theirs)
-    _check_nulls_are_zero(ours, rewards)
-
-
-@pytest.mark.parametrize("name", sorted(BATCHES))
-def test_reinforce_plus_plus_baseline_equals_verl(name: str) -> None:
-    rewards, groups, lengths = BATCHES[name]
-    token_rewards, mask, index, keep = _verl_inputs(rewards, groups, lengths)
-    theirs, _ = core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage(token_rewards, mask, index)
-    ours = reinforce_plus_plus_advantages(torch.tensor(rewards), torch.tensor(lengths), torch.tensor(groups))
+    theirs = _verl(estimator, token_rewards, mask, index)
+    ours = _ours(estimator, torch.tensor(rewards), torch.tensor(lengths), torch.tensor(groups))
     torch.testing.assert_close(_ours_on_tokens(ours, lengths, keep), theirs)
     _check_nulls_are_zero(ours, rewards)
 

@@ -520,21 +520,23 @@ def rloo(inputs: AdvantageInputs, config: GRPOConfig) -> EstimatorOutput:
     return EstimatorOutput(advantages[inputs.reduce.shard(len(scores))], trained=_scoreable(inputs))
 
 
+def _whitened(inputs: AdvantageInputs, config: GRPOConfig, *, baseline: bool) -> EstimatorOutput:
+    """REINFORCE++ over the whole step, with or without the group baseline (:func:`reinforce_plus_plus_advantages`)."""
+    scores, group_ids = _whole_step(inputs.rewards, inputs, config)  # (B * G,)
+    counts = inputs.reduce.gather(inputs.token_counts)  # (B * G,)
+    advantages = reinforce_plus_plus_advantages(scores, counts, group_ids if baseline else None)
+    return EstimatorOutput(advantages[inputs.reduce.shard(len(scores))], trained=_scoreable(inputs))
+
+
 @estimator("reinforce_plus_plus")
 def reinforce_plus_plus(inputs: AdvantageInputs, config: GRPOConfig) -> EstimatorOutput:
-    """REINFORCE++ (arXiv 2501.03262): the reward whitened over the step's tokens, no group baseline
-    (:func:`reinforce_plus_plus_advantages`); verl's ``adv_estimator: reinforce_plus_plus``."""
-    scores, _ = _whole_step(inputs.rewards, inputs, config)  # (B * G,)
-    counts = inputs.reduce.gather(inputs.token_counts)  # (B * G,)
-    advantages = reinforce_plus_plus_advantages(scores, counts)
-    return EstimatorOutput(advantages[inputs.reduce.shard(len(scores))], trained=_scoreable(inputs))
+    """REINFORCE++ (arXiv 2501.03262): the reward whitened over the step's tokens, no group baseline; verl's
+    ``adv_estimator: reinforce_plus_plus``."""
+    return _whitened(inputs, config, baseline=False)
 
 
 @estimator("reinforce_plus_plus_baseline")
 def reinforce_plus_plus_baseline(inputs: AdvantageInputs, config: GRPOConfig) -> EstimatorOutput:
-    """REINFORCE++-baseline (arXiv 2501.03262): the group mean subtracted, then whitened over the step's tokens
-    (:func:`reinforce_plus_plus_advantages`); verl's ``adv_estimator: reinforce_plus_plus_baseline``."""
-    scores, group_ids = _whole_step(inputs.rewards, inputs, config)  # (B * G,)
-    counts = inputs.reduce.gather(inputs.token_counts)  # (B * G,)
-    advantages = reinforce_plus_plus_advantages(scores, counts, group_ids)
-    return EstimatorOutput(advantages[inputs.reduce.shard(len(scores))], trained=_scoreable(inputs))
+    """REINFORCE++-baseline (arXiv 2501.03262): the group mean subtracted, then whitened over the step's tokens;
+    verl's ``adv_estimator: reinforce_plus_plus_baseline``."""
+    return _whitened(inputs, config, baseline=True)

@@ -33,9 +33,10 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
+from pydantic import ConfigDict
 
 from trainer.algorithms.registry import Registry
 
@@ -121,33 +122,35 @@ def log_importance_weights(
     return sequence.detach() + logp - logp.detach()  # (B, T): value log s, gradient d logp_t
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PolicyOptions:
-    """The objective's options beyond the clip range, under TRL's names (their defaults are TRL's).
+    """The objective's options beyond the clip range, under TRL's names and with TRL's defaults: an option group
+    of :class:`trainer.config.GRPOConfig` (which is one), defined beside the math that reads it."""
 
-    Attributes:
-        importance_sampling_level: ``token``, ``sequence`` (GSPO) or ``sequence_token`` (GSPO-token).
-        delta: two-sided clipping (INTELLECT-2): the ratio is bounded by ``delta`` where the advantage is negative;
-            ``None`` turns it off.
-        sapo_temperature_pos: SAPO's gate temperature for positive advantages.
-        sapo_temperature_neg: SAPO's gate temperature for the others.
-        vespo_k_pos, vespo_lambda_pos: VESPO's Gamma shape and decay for non-negative advantages.
-        vespo_k_neg, vespo_lambda_neg: the same for negative advantages.
-        off_policy_mask_threshold: drop a negative-advantage completion whose mean ``log pi_sampler - log pi``
-            exceeds this (DeepSeek-V3.2 eq. 9); ``None`` turns it off.
-        use_bias_correction_kl: multiply the per-token KL by the (differentiable) importance ratio (DeepSeek-V3.2).
-    """
+    #: pydantic reads the docstring under each field (:func:`trainer.config.field_docs`), as for every option group.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(use_attribute_docstrings=True)
 
+    # ------------------------------------------------------------------ objective
     importance_sampling_level: str = "token"
+    """Ratio per ``token``, per ``sequence`` (GSPO: mean log-ratio), or ``sequence_token`` (GSPO-token)."""
     delta: float | None = None
+    """Two-sided clipping (INTELLECT-2): ratio <= delta where the advantage is negative (> 1 + epsilon_high)."""
     sapo_temperature_pos: float = 1.0
+    """``loss_type: sapo``: the gate's temperature for tokens with a positive advantage."""
     sapo_temperature_neg: float = 1.05
+    """``loss_type: sapo``: the gate's temperature for the other tokens."""
     vespo_k_pos: float = 2.0
+    """``loss_type: vespo``: Gamma power k for non-negative advantages (down-weights ratios below 1)."""
     vespo_lambda_pos: float = 3.0
+    """``loss_type: vespo``: Gamma decay lambda for non-negative advantages (down-weights ratios above 1)."""
     vespo_k_neg: float = 3.0
+    """``loss_type: vespo``: Gamma power k for negative advantages."""
     vespo_lambda_neg: float = 2.0
+    """``loss_type: vespo``: Gamma decay lambda for negative advantages."""
     off_policy_mask_threshold: float | None = None
+    """Drop negative-advantage completions whose mean sampler-vs-policy log-gap exceeds this (DeepSeek-V3.2)."""
     use_bias_correction_kl: bool = False
+    """Multiply the KL term by the importance ratio (DeepSeek-V3.2; TRL 1.16's default is true, ours off)."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from trainer.rollout.correction import IMPORTANCE_SAMPLING_MODES, ImportanceSamp
 
 @dataclass(frozen=True, kw_only=True)
 class GRPOConfig(
+    PolicyOptions,
     VLLMOptions,
     ScaleOptions,
     RuntimeOptions,
@@ -54,8 +55,9 @@ class GRPOConfig(
 ):
     """Everything a GRPO run needs. Load with :func:`load_config`; build directly in tests.
 
-    A dataclass puts its last base's fields first, so the groups are listed from the last shown (vLLM) to the
-    first (the model); GRPO's own options follow theirs.
+    A dataclass puts its last base's fields first, so the groups are listed from the last shown (the objective's
+    options, :class:`trainer.algorithms.losses.PolicyOptions`) to the first (the model); GRPO's own options follow
+    theirs.
     """
 
     # ------------------------------------------------------------------ batch shape
@@ -91,26 +93,6 @@ class GRPOConfig(
     """Optimizer passes over each batch of rollouts (mu in DeepSeekMath); above 1 the old-policy log-probs are kept."""
     loss_type: str = "dapo"
     """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` (aggregations); ``cispo``, ``sapo``, ``luspo``, ``vespo`` (TRL's)."""
-    importance_sampling_level: str = "token"
-    """Ratio per ``token``, per ``sequence`` (GSPO: mean log-ratio), or ``sequence_token`` (GSPO-token)."""
-    delta: float | None = None
-    """Two-sided clipping (INTELLECT-2): ratio <= delta where the advantage is negative (> 1 + epsilon_high)."""
-    sapo_temperature_pos: float = 1.0
-    """``loss_type: sapo``: the gate's temperature for tokens with a positive advantage."""
-    sapo_temperature_neg: float = 1.05
-    """``loss_type: sapo``: the gate's temperature for the other tokens."""
-    vespo_k_pos: float = 2.0
-    """``loss_type: vespo``: Gamma power k for non-negative advantages (down-weights ratios below 1)."""
-    vespo_lambda_pos: float = 3.0
-    """``loss_type: vespo``: Gamma decay lambda for non-negative advantages (down-weights ratios above 1)."""
-    vespo_k_neg: float = 3.0
-    """``loss_type: vespo``: Gamma power k for negative advantages."""
-    vespo_lambda_neg: float = 2.0
-    """``loss_type: vespo``: Gamma decay lambda for negative advantages."""
-    off_policy_mask_threshold: float | None = None
-    """Drop negative-advantage completions whose mean sampler-vs-policy log-gap exceeds this (DeepSeek-V3.2)."""
-    use_bias_correction_kl: bool = False
-    """Multiply the KL term by the importance ratio (DeepSeek-V3.2; TRL 1.16's default is true, ours off)."""
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
     advantage_estimator: str = "outcome"
@@ -189,22 +171,6 @@ class GRPOConfig(
         if self.rollout_chunk_prompts is not None:
             return self.rollout_chunk_prompts
         return max(1, math.ceil(self.prompt_batch_size / 4))
-
-    @property
-    def policy_options(self) -> PolicyOptions:
-        """The objective's options beyond the clip range, for :func:`trainer.algorithms.losses.grpo_loss`."""
-        return PolicyOptions(
-            importance_sampling_level=self.importance_sampling_level,
-            delta=self.delta,
-            sapo_temperature_pos=self.sapo_temperature_pos,
-            sapo_temperature_neg=self.sapo_temperature_neg,
-            vespo_k_pos=self.vespo_k_pos,
-            vespo_lambda_pos=self.vespo_lambda_pos,
-            vespo_k_neg=self.vespo_k_neg,
-            vespo_lambda_neg=self.vespo_lambda_neg,
-            off_policy_mask_threshold=self.off_policy_mask_threshold,
-            use_bias_correction_kl=self.use_bias_correction_kl,
-        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (tuples as lists), ready for YAML or JSON; secrets (``reward_api_key``) left out as ``None``,
@@ -421,13 +387,10 @@ def _validate(c: GRPOConfig) -> None:
 
 def _check_objective(c: GRPOConfig) -> None:
     """The options of issue 22's objectives (TRL's names and ranges)."""
-    if c.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
-        raise _fix(
-            "importance_sampling_level",
-            c.importance_sampling_level,
-            f"must be one of {IMPORTANCE_SAMPLING_LEVELS}",
-            "Use 'token' (PPO/GRPO) or 'sequence' (GSPO).",
-        )
+    level = c.importance_sampling_level
+    if level not in IMPORTANCE_SAMPLING_LEVELS:
+        hint = "Use 'token' (PPO/GRPO) or 'sequence' (GSPO)."
+        raise _fix("importance_sampling_level", level, f"must be one of {IMPORTANCE_SAMPLING_LEVELS}", hint)
     if c.loss_type == "cispo" and c.epsilon_high is None:
         raise _fix(
             "epsilon_high",
