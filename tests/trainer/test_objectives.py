@@ -8,15 +8,19 @@ the estimators through :func:`trainer.train.compute_advantages` (the stand-in ru
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from tests.trainer.conftest import StandInServer
 from tests.trainer.test_registries import _config, _step
+from tests.trainer.test_train import _config as _run_config
 from trainer.algorithms.advantages import reinforce_plus_plus_advantages, rloo_advantages, token_whiten
 from trainer.algorithms.losses import PolicyOptions, grpo_loss, log_importance_weights, off_policy_mask
 from trainer.config import ConfigError
+from trainer.train import train
 
 NAN = math.nan
 
@@ -190,3 +194,36 @@ def test_the_config_takes_trls_objective_options_and_refuses_bad_ones() -> None:
         _config(sapo_temperature_neg=0.0)
     with pytest.raises(ConfigError, match=r"off_policy_mask_threshold=-1\.0"):
         _config(off_policy_mask_threshold=-1.0)
+
+
+# ------------------------------------------------------------------------------------------------------- the loop
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"importance_sampling_level": "sequence", "loss_type": "grpo"},
+        {"importance_sampling_level": "sequence_token", "loss_type": "grpo"},
+        {"loss_type": "cispo", "epsilon_high": 5.0},
+        {"loss_type": "sapo"},
+        {"loss_type": "luspo", "importance_sampling_level": "sequence"},
+        {"loss_type": "vespo"},
+        {"delta": 1.5, "off_policy_mask_threshold": 0.5, "beta": 0.1, "use_bias_correction_kl": True},
+        {"advantage_estimator": "rloo"},
+        {"advantage_estimator": "reinforce_plus_plus"},
+        {"advantage_estimator": "reinforce_plus_plus_baseline"},
+    ],
+    ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()),
+)
+def test_two_steps_of_each_objective_and_estimator_train(
+    overrides: dict[str, Any], tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Each one through the whole loop (two steps, two optimizer passes over each batch so the ratio moves off 1):
+    finite losses, and the policy moves."""
+    server = StandInServer(lambda item: float(len(item["response"]) % 3) / 2)  # varied rewards
+    cfg = _run_config(tiny_model_dir, prompt_files, tmp_path / "run", num_iterations=2, **overrides)
+    result = train(cfg, scorer=server.scorer())
+    assert len(result.history) == 2
+    for row in result.history:
+        assert math.isfinite(row["loss/policy"]) and math.isfinite(row["optim/grad_norm"])
+    assert any(row["optim/grad_norm"] > 0 for row in result.history)
