@@ -130,3 +130,45 @@ def test_gspo_token_equals_verls_gspo_policy_loss(agg_mode: str, loss_type: str,
     (our_grad,) = torch.autograd.grad(ours, logp)
     torch.testing.assert_close(ours, theirs)
     torch.testing.assert_close(our_grad, their_grad)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_two_sided_clipping_equals_verls_dual_clip(seed: int) -> None:
+    """``delta`` (TRL's two-sided clipping) is verl's dual-clip PPO with ``clip_ratio_c = delta`` when ``delta >
+    1 + epsilon_high``: ``vanilla`` loss, ``token-mean`` against ``bnpo``, values and gradients."""
+    from verl.workers.config import ActorConfig
+
+    from trainer.algorithms.losses import PolicyOptions, grpo_loss
+
+    g = torch.Generator().manual_seed(seed)
+    mask = (torch.arange(WIDTH) < torch.tensor([3, 6, 1, 4]).unsqueeze(-1)).float()
+    logp = -torch.rand(4, WIDTH, generator=g, dtype=torch.float64).requires_grad_()
+    old = logp.detach() + (torch.rand(4, WIDTH, generator=g, dtype=torch.float64) - 0.8) * 2.0  # ratios up to ~5
+    advantages = torch.tensor([[1.0], [-1.0], [-0.5], [2.0]], dtype=torch.float64).expand(4, WIDTH)
+    config = ActorConfig(
+        strategy="fsdp",
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.28,
+        clip_ratio_c=2.0,
+        ppo_micro_batch_size_per_gpu=1,
+        rollout_n=2,
+    )
+    theirs, _ = core_algos.compute_policy_loss_vanilla(old, logp, advantages, mask, "token-mean", config)
+    ours = grpo_loss(
+        logp,
+        old,
+        advantages[:, 0],
+        mask,
+        loss_type="bnpo",
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=WIDTH,
+        options=PolicyOptions(delta=2.0),
+    ).loss
+    assert (torch.exp(logp.detach() - old)[1][mask[1].bool()] > 2.0).any()  # the bound binds on a negative row
+    (their_grad,) = torch.autograd.grad(theirs, logp)
+    (our_grad,) = torch.autograd.grad(ours, logp)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, their_grad)
