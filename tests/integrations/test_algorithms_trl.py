@@ -43,6 +43,9 @@ def _batch(seed: int) -> dict[str, torch.Tensor]:
         "sampling": logp_now + (torch.rand(B, T, generator=g, dtype=torch.float64) - 0.3) * 0.6,
         "is_ratio": torch.where(mask.bool(), 0.5 + 1.5 * torch.rand(B, T, generator=g, dtype=torch.float64), 1.0),
         "advantages": torch.tensor(ADVANTAGES, dtype=torch.float64),
+        # one per token (process supervision), 0 on the null and zero-spread rows
+        "token_advantages": torch.randn(B, T, generator=g, dtype=torch.float64)
+        * (torch.tensor(ADVANTAGES) != 0).unsqueeze(-1),
     }
 
 
@@ -90,7 +93,7 @@ def _trl_loss(batch: dict[str, torch.Tensor], case: dict[str, Any]) -> torch.Ten
         "prompt_mask": torch.ones(B, 1, dtype=torch.long),
         "completion_ids": torch.ones(B, T, dtype=torch.long),
         "completion_mask": batch["mask"],
-        "advantages": batch["advantages"],
+        "advantages": batch[case["advantages"]],
         "old_per_token_logps": batch["old"],
         "ref_per_token_logps": batch["ref"],
         "num_items_in_batch": batch["mask"].sum(),
@@ -105,7 +108,7 @@ def _our_loss(batch: dict[str, torch.Tensor], case: dict[str, Any]) -> torch.Ten
     out = grpo_loss(
         _logp(batch["theta"]),
         batch["old"],
-        batch["advantages"],
+        batch[case["advantages"]],
         batch["mask"],
         loss_type=case["loss_type"],
         epsilon=EPSILON,
@@ -145,7 +148,10 @@ def _cases() -> list[Any]:
             "epsilon_high": 1.3 if loss_type == "cispo" else EPSILON_HIGH,  # CISPO's cap of the weight itself
             "options": PolicyOptions(importance_sampling_level=level, **option_fields),
         }
-        cases.append(pytest.param(case, id=f"{loss_type}-{level}-{extra_name}"))
+        cases.append(pytest.param({**case, "advantages": "advantages"}, id=f"{loss_type}-{level}-{extra_name}"))
+        if extra_name in ("plain", "off_policy_vllm"):
+            per_token = {**case, "advantages": "token_advantages"}
+            cases.append(pytest.param(per_token, id=f"{loss_type}-{level}-{extra_name}-per_token_advantages"))
     return cases
 
 
@@ -157,8 +163,9 @@ def test_the_loss_and_its_gradient_equal_trls_compute_loss(case: dict[str, Any],
     (their_grad,) = torch.autograd.grad(theirs, batch["theta"])
     ours = _our_loss(batch, case)
     (our_grad,) = torch.autograd.grad(ours, batch["theta"])
-    torch.testing.assert_close(ours, theirs, rtol=1e-7, atol=1e-10)
-    torch.testing.assert_close(our_grad, their_grad, rtol=1e-7, atol=1e-10)
+    # float32 precision on float64 tensors: TRL's SAPO temperatures are float32 scalars (1.05 is 1.0499999523)
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(our_grad, their_grad, rtol=1e-6, atol=1e-9)
     assert their_grad.abs().sum() > 0  # the case trains on something
     assert torch.equal(our_grad[2], torch.zeros(T, dtype=torch.float64))  # the null row gets no gradient
 
