@@ -258,19 +258,20 @@ def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantag
     config, dist = run.config, run.dist
     batch = rollouts.batch
     estimator = ADVANTAGE_ESTIMATORS.get(config.advantage_estimator)
+    loss_mask = batch.completion_mask.clone()  # (N, C)
+    if config.mask_truncated_completions:
+        loss_mask[batch.is_truncated] = 0
     inputs = AdvantageInputs(
         rewards=scored.rewards,
         verified=torch.tensor([_verified(r) for r in scored.results], dtype=torch.float32),  # (N,)
         group_ids=rollouts.group_ids.cpu(),  # (N,)
         steps=_step_rewards(scored.results, batch, run.tokenizer),
         num_tokens=batch.completion_ids.shape[1],
+        token_counts=loss_mask.sum(-1).cpu(),  # (N,)
         seed=config.seed * 1_000_003 + run.prompt_cursor,
         reduce=dist,
     )
     out = estimator.compute(inputs, config)  # (N,) or (N, C) advantages
-    loss_mask = batch.completion_mask.clone()  # (N, C)
-    if config.mask_truncated_completions:
-        loss_mask[batch.is_truncated] = 0
     loss_mask[~out.trained.to(loss_mask.device)] = 0
     return Advantages(
         advantages=out.advantages.to(run.device),
@@ -387,6 +388,8 @@ def update(
                         num_items_in_micro_batch=adv.num_items_in_micro_batch[k],
                         gradient_accumulation_steps=config.gradient_accumulation_steps,
                         importance_weights=correction.weights.get(k),
+                        options=config,
+                        sampling_logp=None if mb.sampling_log_probs is None else mb.sampling_log_probs.float(),
                     )
                     out.loss.backward()
                 policy_loss += out.policy_loss.item()

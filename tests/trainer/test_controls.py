@@ -126,7 +126,7 @@ def test_the_control_refuses_process_supervision() -> None:
             }
         )
     with pytest.raises(ConfigError, match=r"advantage_estimator.*outcome.*process.*rft"):
-        config_from_dict({"model_name_or_path": "m", "train_data": "d.jsonl", "advantage_estimator": "rloo"})
+        config_from_dict({"model_name_or_path": "m", "train_data": "d.jsonl", "advantage_estimator": "gae"})
 
 
 def test_equal_shaped_rewards_summed_in_another_order_have_no_spread() -> None:

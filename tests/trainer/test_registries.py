@@ -76,9 +76,17 @@ def _step(rewards: list[float | None], config: GRPOConfig, *, width: int = 5, **
 
 
 def test_the_estimators_are_registered_in_the_order_the_config_lists_them() -> None:
-    assert ADVANTAGE_ESTIMATORS.choices() == ("outcome", "process", "rft")
-    assert LOSS_TYPES.choices() == ("grpo", "bnpo", "dr_grpo", "dapo")
-    assert [ADVANTAGE_ESTIMATORS.get(n).needs_steps for n in ADVANTAGE_ESTIMATORS.choices()] == [False, True, False]
+    assert ADVANTAGE_ESTIMATORS.choices() == (
+        "outcome",
+        "process",
+        "rft",
+        "rloo",
+        "reinforce_plus_plus",
+        "reinforce_plus_plus_baseline",
+    )
+    assert LOSS_TYPES.choices() == ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+    needs_steps = [ADVANTAGE_ESTIMATORS.get(n).needs_steps for n in ADVANTAGE_ESTIMATORS.choices()]
+    assert needs_steps == [False, True, False, False, False, False]
 
 
 def test_outcome_is_the_group_advantage_hand_computed() -> None:
@@ -161,15 +169,17 @@ def test_each_loss_type_aggregates_as_hand_computed(loss_type: str, expected: fl
 
 def test_unknown_names_list_the_choices() -> None:
     with pytest.raises(
-        ValueError, match=r"advantage_estimator must be one of \('outcome', 'process', 'rft'\), got 'rloo'"
+        ValueError, match=r"advantage_estimator must be one of \('outcome', 'process', 'rft', 'rloo'.*got 'gae'"
     ):
-        ADVANTAGE_ESTIMATORS.get("rloo")
-    with pytest.raises(ValueError, match=r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\), got 'ppo'"):
+        ADVANTAGE_ESTIMATORS.get("gae")
+    with pytest.raises(
+        ValueError, match=r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo'.*'ppo'"
+    ):
         aggregate_loss(torch.ones(1, 1), torch.ones(1, 1), "ppo", max_completion_length=1)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match=r"loss_type.*must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\)"):
+    with pytest.raises(ConfigError, match=r"loss_type.*must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo'"):
         _config(loss_type="ppo")
-    with pytest.raises(ConfigError, match=r"advantage_estimator.*must be one of \('outcome', 'process', 'rft'\)"):
-        _config(advantage_estimator="rloo")
+    with pytest.raises(ConfigError, match=r"advantage_estimator.*must be one of \('outcome', 'process', 'rft', 'rloo'"):
+        _config(advantage_estimator="gae")
 
 
 def test_a_registry_refuses_a_name_twice_and_knows_no_unhashable_name() -> None:

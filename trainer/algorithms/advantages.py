@@ -17,6 +17,10 @@ Sources:
       online rejection-sampling fine-tuning.
     * Dr. GRPO (Liu et al. 2025, arXiv 2503.20783): no division by the group std.
     * Shao et al. 2025, "Spurious Rewards" (arXiv 2506.10947): the random-reward control.
+    * RLOO (Ahmadian et al. 2024, "Back to Basics", arXiv 2402.14740): the leave-one-out baseline.
+    * REINFORCE++ (Hu 2025, arXiv 2501.03262): the return whitened over the batch's tokens, with or without a
+      group-mean baseline first. Both as verl's ``core_algos`` computes them (``compute_rloo_outcome_advantage``,
+      ``compute_reinforce_plus_plus_outcome_advantage``, ``compute_reinforce_plus_plus_baseline_outcome_advantage``).
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ class GroupStats:
         num_groups: ``K``.
         spread: ``(N,)`` bool, whether the group's rewards differ by more than rounding: ``std > ZERO_SPREAD_RTOL *
             max(1, max |r|)`` over the group (see :data:`ZERO_SPREAD_RTOL`).
+        count: ``(N,)`` float64, the scoreable members of the completion's group.
     """
 
     mean: torch.Tensor
@@ -99,6 +104,7 @@ class GroupStats:
     group_index: torch.Tensor
     num_groups: int
     spread: torch.Tensor
+    count: torch.Tensor
 
 
 def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
@@ -131,7 +137,9 @@ def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
     std = torch.where(count > 1, (ss / (count - 1).clamp(min=1)).sqrt(), torch.zeros_like(ss))  # (K,)
     scale = torch.zeros(k, dtype=torch.float64).scatter_reduce_(0, index, r.abs(), "amax")  # (K,) max |r|
     spread = std > ZERO_SPREAD_RTOL * scale.clamp(min=1.0)  # (K,)
-    return GroupStats(mean=mean[index], std=std[index], group_index=index, num_groups=k, spread=spread[index])
+    return GroupStats(
+        mean=mean[index], std=std[index], group_index=index, num_groups=k, spread=spread[index], count=count[index]
+    )
 
 
 def group_advantages(
@@ -178,6 +186,92 @@ def group_advantages(
         batch_std = scoreable.std() if scoreable.numel() > 1 else torch.zeros((), dtype=torch.float64)
         centred = centred / (batch_std + eps)
     return centred.to(torch.float32)
+
+
+def _group_centred(rewards: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, GroupStats]:
+    """``r - mean(r_group)`` in float64 over scoreable rewards, as verl centres for RLOO and REINFORCE++-baseline: a
+    group with one scoreable member keeps its reward (verl's baseline of a group of one is 0), a group whose rewards
+    are equal up to rounding gets exactly 0, a null gets 0."""
+    stats = group_stats(rewards, group_ids)
+    valid = ~torch.isnan(rewards)  # (N,)
+    r = torch.where(valid, rewards.to(torch.float64), torch.zeros_like(stats.mean))  # (N,)
+    centred = torch.where(stats.count > 1, r - stats.mean, r)  # (N,)
+    centred = torch.where((stats.count > 1) & ~stats.spread, torch.zeros_like(centred), centred)
+    return torch.where(valid, centred, torch.zeros_like(centred)), stats
+
+
+def rloo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """RLOO's advantage (arXiv 2402.14740, eq. 6): each reward minus the mean of the *other* scoreable rewards of its
+    group, ``A_i = r_i - sum_{j != i} r_j / (n - 1) = (r_i - mean(r_group)) * n / (n - 1)``, so ``[1, 0, 0, 1]``
+    gives ``[+2/3, -2/3, -2/3, +2/3]``.
+
+    As verl's ``compute_rloo_outcome_advantage``: a group with one scoreable member has baseline 0 (its advantage is
+    its reward). A null reward is in no baseline and gets 0; a group of equal rewards gets exactly 0.
+
+    Args:
+        rewards: ``(N,)`` rewards, NaN where not scoreable.
+        group_ids: ``(N,)`` integer group id of each completion.
+
+    Returns:
+        ``(N,)`` float32 advantages.
+    """
+    centred, stats = _group_centred(rewards, group_ids)
+    n = stats.count
+    return torch.where(n > 1, centred * n / (n - 1).clamp(min=1.0), centred).to(torch.float32)
+
+
+#: Added to the token variance before its square root in REINFORCE++'s whitening (verl's ``masked_whiten``).
+WHITEN_EPS = 1e-8
+
+
+def token_whiten(values: torch.Tensor, token_counts: torch.Tensor) -> torch.Tensor:
+    """Whiten one value per completion over the batch's *tokens* (verl's ``masked_whiten`` of a value repeated on
+    every token of its completion): ``(v_i - m) / sqrt(var + 1e-8)`` with ``m = sum_i L_i v_i / sum_i L_i`` and the
+    unbiased variance over the ``sum_i L_i`` tokens, so a long completion weighs more in the statistics.
+
+    Args:
+        values: ``(N,)`` one value per completion (float64 recommended).
+        token_counts: ``(N,)`` the tokens of each completion that count (0 leaves a completion out).
+
+    Returns:
+        ``(N,)`` float64; the input unchanged where fewer than two tokens count in the whole batch.
+    """
+    weights = token_counts.to(torch.float64)  # (N,)
+    v = values.to(torch.float64)  # (N,)
+    total = weights.sum()
+    if total < 2:
+        return v
+    mean = (weights * v).sum() / total
+    var = (weights * (v - mean) ** 2).sum() / (total - 1)  # unbiased over tokens
+    return (v - mean) / torch.sqrt(var + WHITEN_EPS)
+
+
+def reinforce_plus_plus_advantages(
+    rewards: torch.Tensor, token_counts: torch.Tensor, group_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """REINFORCE++'s advantage (arXiv 2501.03262, section 3): the outcome reward whitened over the batch's tokens
+    (:func:`token_whiten`), with no discount (verl's ``gamma: 1``, so every token's return is the reward). With
+    ``group_ids``, REINFORCE++-baseline: each reward minus its group's mean first (a group of one keeps its reward, as
+    in verl), then the same whitening.
+
+    A null reward is in no statistic and gets 0; so does a completion with no counted token.
+
+    Args:
+        rewards: ``(N,)`` rewards, NaN where not scoreable.
+        token_counts: ``(N,)`` completion tokens the loss counts of each completion.
+        group_ids: ``(N,)`` group ids for the baseline variant, or ``None``.
+
+    Returns:
+        ``(N,)`` float32 advantages (the same on every token of a completion).
+    """
+    valid = ~torch.isnan(rewards)  # (N,)
+    if group_ids is None:
+        centred = torch.where(valid, rewards.to(torch.float64), torch.zeros((), dtype=torch.float64))  # (N,)
+    else:
+        centred, _ = _group_centred(rewards, group_ids)
+    counts = torch.where(valid, token_counts.to(torch.float64), torch.zeros((), dtype=torch.float64))  # (N,)
+    whitened = token_whiten(centred, counts)
+    return torch.where(valid & (counts > 0), whitened, torch.zeros_like(whitened)).to(torch.float32)
 
 
 def process_advantages(
@@ -296,6 +390,8 @@ class AdvantageInputs:
         group_ids: ``(N,)`` explicit group ids (prompt ``i`` of the step is group ``i``, on every process).
         steps: the step rewards.
         num_tokens: ``T``, the completion width of the batch.
+        token_counts: ``(N,)`` completion tokens the loss may count of each completion (the completion mask, after
+            ``mask_truncated_completions``); REINFORCE++ whitens over them.
         seed: the step's seed for an estimator's randomness (``shuffle_rewards``' permutation).
         reduce: gathers and sums over the processes; per-completion estimators see the whole step.
     """
@@ -305,6 +401,7 @@ class AdvantageInputs:
     group_ids: torch.Tensor
     steps: StepRewards
     num_tokens: int
+    token_counts: torch.Tensor
     seed: int
     reduce: Reductions
 
@@ -408,3 +505,38 @@ def rft(inputs: AdvantageInputs, config: GRPOConfig) -> EstimatorOutput:
     return EstimatorOutput(
         rft_advantages(scores)[inputs.reduce.shard(len(scores))], trained=~torch.isnan(inputs.rewards)
     )
+
+
+def _scoreable(inputs: AdvantageInputs) -> torch.Tensor:
+    return ~torch.isnan(inputs.rewards)
+
+
+@estimator("rloo")
+def rloo(inputs: AdvantageInputs, config: GRPOConfig) -> EstimatorOutput:
+    """RLOO (arXiv 2402.14740): the leave-one-out group baseline, no std scaling (:func:`rloo_advantages`); verl's
+    ``adv_estimator: rloo``."""
+    scores, group_ids = _whole_step(inputs.rewards, inputs, config)  # (B * G,)
+    advantages = rloo_advantages(scores, group_ids)
+    return EstimatorOutput(advantages[inputs.reduce.shard(len(scores))], trained=_scoreable(inputs))
+
+
+def _whitened(inputs: AdvantageInputs, config: GRPOConfig, *, baseline: bool) -> EstimatorOutput:
+    """REINFORCE++ over the whole step, with or without the group baseline (:func:`reinforce_plus_plus_advantages`)."""
+    scores, group_ids = _whole_step(inputs.rewards, inputs, config)  # (B * G,)
+    counts = inputs.reduce.gather(inputs.token_counts)  # (B * G,)
+    advantages = reinforce_plus_plus_advantages(scores, counts, group_ids if baseline else None)
+    return EstimatorOutput(advantages[inputs.reduce.shard(len(scores))], trained=_scoreable(inputs))
+
+
+@estimator("reinforce_plus_plus")
+def reinforce_plus_plus(inputs: AdvantageInputs, config: GRPOConfig) -> EstimatorOutput:
+    """REINFORCE++ (arXiv 2501.03262): the reward whitened over the step's tokens, no group baseline; verl's
+    ``adv_estimator: reinforce_plus_plus``."""
+    return _whitened(inputs, config, baseline=False)
+
+
+@estimator("reinforce_plus_plus_baseline")
+def reinforce_plus_plus_baseline(inputs: AdvantageInputs, config: GRPOConfig) -> EstimatorOutput:
+    """REINFORCE++-baseline (arXiv 2501.03262): the group mean subtracted, then whitened over the step's tokens;
+    verl's ``adv_estimator: reinforce_plus_plus_baseline``."""
+    return _whitened(inputs, config, baseline=True)

@@ -12,15 +12,31 @@ Sources:
     * DAPO (Yu et al. 2025, arXiv 2503.14476): decoupled clipping ``epsilon``/``epsilon_high`` ("clip-higher")
       and the token-level loss normalised over all tokens of the batch (eq. 8).
     * Dr. GRPO (Liu et al. 2025, arXiv 2503.20783): a constant length normaliser, which removes GRPO's length bias.
+    * GSPO (Zheng et al. 2025, arXiv 2507.18071): the sequence-level ratio, the geometric mean of the token ratios
+      (``importance_sampling_level: sequence``), and GSPO-token (``sequence_token``), its value with each token's
+      own gradient.
+    * CISPO (MiniMax-M1, arXiv 2506.13585): clip the importance weight, detached, not the update.
+    * INTELLECT-2 (arXiv 2505.07291): two-sided clipping, the ratio bounded by ``delta`` for negative advantages.
+    * SAPO (arXiv 2511.20347): a sigmoid gate of the ratio in place of the hard clip.
+    * LUSPO (arXiv 2602.05261): GSPO with each sequence's loss summed over its tokens (length-unbiased).
+    * VESPO (arXiv 2602.10693): a Gamma-shaped weight of the sequence ratio, detached, on ``A * log pi``.
+    * DeepSeek-V3.2 (arXiv 2512.02556), eq. 9: off-policy sequence masking; section 3.1: the KL term weighed by the
+      ratio (``use_bias_correction_kl``).
+
+    Each is written to equal TRL 1.16's ``GRPOTrainer._compute_loss`` on the same tensors, gradients included
+    (``tests/integrations/test_algorithms_trl.py``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import torch
+from pydantic import ConfigDict
 
 from trainer.algorithms.registry import Registry
 
@@ -64,6 +80,202 @@ def clipped_surrogate(
     per_token_loss = -torch.min(unclipped, clipped)  # (B, T)
     is_clipped = ((ratio < 1.0 - epsilon) & (adv < 0)) | ((ratio > 1.0 + epsilon_high) & (adv > 0))  # (B, T)
     return per_token_loss, is_clipped
+
+
+ImportanceSamplingLevel = Literal["token", "sequence", "sequence_token"]
+#: ``importance_sampling_level`` choices: TRL's ``token`` and ``sequence`` (GSPO), and GSPO-token.
+IMPORTANCE_SAMPLING_LEVELS: tuple[str, ...] = ("token", "sequence", "sequence_token")
+
+
+def log_importance_weights(
+    logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor, level: str = "token"
+) -> torch.Tensor:
+    """The log importance ratio at ``importance_sampling_level``, clamped to ``+-MAX_LOG_RATIO``.
+
+    * ``token``: ``log rho_t = logp_t - old_logp_t`` per token, ``(B, T)``.
+    * ``sequence`` (GSPO, arXiv 2507.18071, eq. 7): the token mean over the completion's counted tokens,
+      ``log s = sum_t m_t (logp_t - old_logp_t) / max(1, sum_t m_t)``, one per completion, ``(B, 1)``; its gradient
+      spreads over all tokens as ``1 / |y|``.
+    * ``sequence_token`` (GSPO-token, eq. 13): the same value on every token, ``sg[log s] + logp_t - sg[logp_t]``,
+      ``(B, T)``: each token's gradient is its own, scaled by the sequence ratio (the two agree when the advantage is
+      one per completion).
+
+    Args:
+        logp: ``(B, T)`` policy log-probs (with grad).
+        old_logp: ``(B, T)`` sampling policy's log-probs (no grad).
+        mask: ``(B, T)`` completion tokens that count.
+        level: one of :data:`IMPORTANCE_SAMPLING_LEVELS`.
+
+    Raises:
+        ValueError: unknown ``level``.
+    """
+    log_ratio = logp - old_logp  # (B, T)
+    if level == "token":
+        return log_ratio.clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
+    if level not in IMPORTANCE_SAMPLING_LEVELS:
+        raise ValueError(f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, got {level!r}")
+    m = mask.to(log_ratio.dtype)
+    sequence = ((log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0)).unsqueeze(-1)  # (B, 1)
+    sequence = sequence.clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
+    if level == "sequence":
+        return sequence
+    return sequence.detach() + logp - logp.detach()  # (B, T): value log s, gradient d logp_t
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyOptions:
+    """The objective's options beyond the clip range, under TRL's names and with TRL's defaults: an option group
+    of :class:`trainer.config.GRPOConfig` (which is one), defined beside the math that reads it."""
+
+    #: pydantic reads the docstring under each field (:func:`trainer.config.field_docs`), as for every option group.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(use_attribute_docstrings=True)
+
+    # ------------------------------------------------------------------ objective
+    importance_sampling_level: str = "token"
+    """Ratio per ``token``, per ``sequence`` (GSPO: mean log-ratio), or ``sequence_token`` (GSPO-token)."""
+    delta: float | None = None
+    """Two-sided clipping (INTELLECT-2): ratio <= delta where the advantage is negative (> 1 + epsilon_high)."""
+    sapo_temperature_pos: float = 1.0
+    """``loss_type: sapo``: the gate's temperature for tokens with a positive advantage."""
+    sapo_temperature_neg: float = 1.05
+    """``loss_type: sapo``: the gate's temperature for the other tokens."""
+    vespo_k_pos: float = 2.0
+    """``loss_type: vespo``: Gamma power k for non-negative advantages (down-weights ratios below 1)."""
+    vespo_lambda_pos: float = 3.0
+    """``loss_type: vespo``: Gamma decay lambda for non-negative advantages (down-weights ratios above 1)."""
+    vespo_k_neg: float = 3.0
+    """``loss_type: vespo``: Gamma power k for negative advantages."""
+    vespo_lambda_neg: float = 2.0
+    """``loss_type: vespo``: Gamma decay lambda for negative advantages."""
+    off_policy_mask_threshold: float | None = None
+    """Drop negative-advantage completions whose mean sampler-vs-policy log-gap exceeds this (DeepSeek-V3.2)."""
+    use_bias_correction_kl: bool = False
+    """Multiply the KL term by the importance ratio (DeepSeek-V3.2; TRL 1.16's default is true, ours off)."""
+
+
+@dataclass(frozen=True)
+class SurrogateInputs:
+    """What a policy term reads; shapes ``(B, T)`` unless said.
+
+    Attributes:
+        logp: policy log-probs (with grad).
+        log_ratio: ``logp - old_logp`` per token, clamped (VESPO sums it into a sequence ratio).
+        log_weights: the log ratio at ``importance_sampling_level``, ``(B, T)`` or ``(B, 1)``.
+        advantages: ``(B, 1)`` or ``(B, T)``.
+        mask: the tokens that count.
+        epsilon, epsilon_high: the clip range (CISPO: ``epsilon_high`` is the cap of the weight itself).
+        options: the rest.
+        importance_weights: the sampler correction (VESPO folds it into its weight), or ``None``.
+    """
+
+    logp: torch.Tensor
+    log_ratio: torch.Tensor
+    log_weights: torch.Tensor
+    advantages: torch.Tensor
+    mask: torch.Tensor
+    epsilon: float
+    epsilon_high: float
+    options: PolicyOptions
+    importance_weights: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class PolicyTerm:
+    """A registered per-token policy loss.
+
+    Attributes:
+        compute: ``SurrogateInputs -> (per_token_loss, is_clipped)``, each broadcastable to ``(B, T)``.
+        folds_importance_weights: it applies the sampler correction itself (VESPO), so the loss does not multiply by
+            it again.
+    """
+
+    compute: Callable[[SurrogateInputs], tuple[torch.Tensor, torch.Tensor]]
+    folds_importance_weights: bool = False
+
+
+#: The ``loss_type`` entries with a policy term of their own; every other ``loss_type`` uses :func:`clipped_term`.
+POLICY_TERMS: Registry[PolicyTerm] = Registry("loss_type")
+
+
+def clipped_term(x: SurrogateInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate on the ratio at ``importance_sampling_level`` (GSPO's eq. 5 at ``sequence``), with
+    two-sided clipping: ``-min(min(rho, delta) * A, clip(rho, 1 - epsilon, 1 + epsilon_high) * A)``."""
+    ratio = torch.exp(x.log_weights)
+    clipped = torch.clamp(ratio, 1.0 - x.epsilon, 1.0 + x.epsilon_high)
+    if x.options.delta is not None:
+        ratio = torch.clamp(ratio, max=x.options.delta)
+    per_token = -torch.min(ratio * x.advantages, clipped * x.advantages)
+    is_clipped = ((ratio < 1.0 - x.epsilon) & (x.advantages < 0)) | (
+        (ratio > 1.0 + x.epsilon_high) & (x.advantages > 0)
+    )
+    return per_token, is_clipped
+
+
+def _cispo(x: SurrogateInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """CISPO (MiniMax-M1 eq. 4): ``-sg[min(rho, epsilon_high)] * A * logp``; ``epsilon_high`` caps the weight."""
+    ratio = torch.exp(x.log_weights)
+    weight = torch.clamp(ratio, max=x.epsilon_high).detach()
+    return -weight * x.advantages * x.logp, (ratio > x.epsilon_high) & (x.advantages > 0)
+
+
+def _sapo(x: SurrogateInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """SAPO: ``-sigmoid(tau * (rho - 1)) * 4 / tau * A`` with ``tau`` by the advantage's sign (> 0 or not)."""
+    o = x.options
+    tau = torch.where(
+        x.advantages > 0,
+        torch.tensor(o.sapo_temperature_pos, dtype=x.advantages.dtype),
+        torch.tensor(o.sapo_temperature_neg, dtype=x.advantages.dtype),
+    )
+    gate = torch.sigmoid(tau * (torch.exp(x.log_weights) - 1.0)) * 4.0 / tau
+    return -gate * x.advantages, torch.zeros_like(x.advantages, dtype=torch.bool)
+
+
+#: VESPO's bounds of the log sequence weight: ``log(1e-8)`` below, ``MAX_LOG_RATIO`` above.
+VESPO_MIN_LOG_WEIGHT = math.log(1e-8)
+
+
+def vespo_weights(x: SurrogateInputs) -> torch.Tensor:
+    """VESPO's detached sequence weight ``phi(w) = exp(lambda + k log w - lambda w)`` (``phi(1) = 1``), with
+    ``log w = sum_t m_t log rho_t`` (plus the sampler correction's log-weights on every position), bounded to
+    ``[log 1e-8, 20]``, and ``(k, lambda)`` by the advantage's sign (``>= 0`` or not); ``(B, 1)`` (or ``(B, T)`` for
+    per-token advantages)."""
+    o = x.options
+    with torch.no_grad():
+        log_w = (x.log_ratio * x.mask.to(x.log_ratio.dtype)).sum(-1, keepdim=True)  # (B, 1)
+        if x.importance_weights is not None:
+            log_is = torch.log(x.importance_weights).clamp(VESPO_MIN_LOG_WEIGHT, MAX_LOG_RATIO)
+            log_w = log_w + log_is.sum(-1, keepdim=True)
+        log_w = log_w.clamp(VESPO_MIN_LOG_WEIGHT, MAX_LOG_RATIO)
+        non_negative = x.advantages >= 0
+        k = torch.where(non_negative, o.vespo_k_pos, o.vespo_k_neg).to(log_w.dtype)
+        lam = torch.where(non_negative, o.vespo_lambda_pos, o.vespo_lambda_neg).to(log_w.dtype).clamp(min=1e-4)
+        phi = torch.exp(lam + k * log_w - lam * torch.exp(log_w))
+        return phi.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _vespo(x: SurrogateInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """VESPO: ``-phi(w) * A * logp`` (:func:`vespo_weights`)."""
+    return -vespo_weights(x) * x.advantages * x.logp, torch.zeros_like(x.advantages, dtype=torch.bool)
+
+
+POLICY_TERMS.register("cispo")(PolicyTerm(_cispo))
+POLICY_TERMS.register("sapo")(PolicyTerm(_sapo))
+POLICY_TERMS.register("vespo")(PolicyTerm(_vespo, folds_importance_weights=True))
+
+
+def off_policy_mask(
+    advantages: torch.Tensor, logp: torch.Tensor, sampling_logp: torch.Tensor, mask: torch.Tensor, threshold: float
+) -> torch.Tensor:
+    """Off-policy sequence masking (DeepSeek-V3.2 eq. 9): 1 where the advantage is ``>= 0`` or the completion's mean
+    ``log pi_sampler - log pi`` over its counted tokens is at most ``threshold``, else 0 (a NaN gap counts as 0).
+
+    Returns:
+        ``(B, 1)`` (or ``(B, T)`` for per-token advantages), in ``mask``'s dtype; detached.
+    """
+    m = mask.to(logp.dtype)
+    gap = torch.nan_to_num(sampling_logp - logp.detach(), nan=0.0)  # (B, T)
+    mean_gap = (gap * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)  # (B, 1)
+    return ((advantages >= 0) | (mean_gap <= threshold)).to(m.dtype)
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -204,6 +416,20 @@ def dapo(masked: torch.Tensor, mask: torch.Tensor, n: Normalisers) -> torch.Tens
     return masked.sum() / normaliser
 
 
+# The objectives of issue 22 aggregate as TRL 1.16 does for them: CISPO and VESPO as DAPO, SAPO as GRPO.
+LOSS_TYPES.register("cispo")(dapo)
+LOSS_TYPES.register("sapo")(grpo)
+
+
+@LOSS_TYPES.register("luspo")
+def luspo(masked: torch.Tensor, mask: torch.Tensor, n: Normalisers) -> torch.Tensor:
+    """Each completion's loss summed over its tokens, averaged over completions (LUSPO: length-unbiased GSPO)."""
+    return masked.sum() / n.completions
+
+
+LOSS_TYPES.register("vespo")(dapo)
+
+
 # -------------------------------------------------------------------------------------------------------- the loss
 
 
@@ -247,6 +473,8 @@ def grpo_loss(
     gradient_accumulation_steps: int = 1,
     importance_weights: torch.Tensor | None = None,
     num_items_in_micro_batch: int | float | torch.Tensor | None = None,
+    options: PolicyOptions | None = None,
+    sampling_logp: torch.Tensor | None = None,
 ) -> LossOutput:
     """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
 
@@ -266,12 +494,30 @@ def grpo_loss(
         importance_weights: ``(B, T)`` or ``(B, 1)`` sampler correction from
             :func:`trainer.rollout.correction.sampler_importance_weights`;
             it multiplies the surrogate of each token, not the KL term (as TRL applies it).
+        options: the importance-sampling level, two-sided clipping, the SAPO/VESPO parameters, off-policy masking
+            and the KL's bias correction (:class:`PolicyOptions`; ``None``: TRL's defaults, all off).
+        sampling_logp: ``(B, T)`` the sampler's log-probs, for off-policy masking (``None``: ``old_logp``).
+
+    The per-token policy term is the ``loss_type``'s entry of :data:`POLICY_TERMS` (CISPO, SAPO, VESPO), else the
+    clipped surrogate (:func:`clipped_term`), on the ratio at ``importance_sampling_level``; then, in TRL 1.16's
+    order: off-policy mask, sampler correction, ``+ beta * KL``, the aggregation.
 
     Raises:
         ValueError: ``beta > 0`` without ``ref_logp``, or what :func:`aggregate_loss` raises.
     """
-    per_token, is_clipped = clipped_surrogate(logp, old_logp, advantages, epsilon, epsilon_high)  # (B, T)
-    if importance_weights is not None:
+    options = options or PolicyOptions()
+    epsilon_high = epsilon if epsilon_high is None else epsilon_high
+    adv = advantages.unsqueeze(-1) if advantages.ndim == 1 else advantages  # (B, 1) or (B, T)
+    log_ratio = (logp - old_logp).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)  # (B, T)
+    log_weights = log_importance_weights(logp, old_logp, mask, options.importance_sampling_level)
+    term = POLICY_TERMS.get(loss_type) if loss_type in POLICY_TERMS else PolicyTerm(clipped_term)
+    x = SurrogateInputs(logp, log_ratio, log_weights, adv, mask, epsilon, epsilon_high, options, importance_weights)
+    per_token, is_clipped = term.compute(x)
+    per_token, is_clipped = per_token.expand(mask.shape), is_clipped.expand(mask.shape)  # (B, T)
+    if options.off_policy_mask_threshold is not None:
+        sampled = old_logp if sampling_logp is None else sampling_logp
+        per_token = per_token * off_policy_mask(adv, logp, sampled, mask, options.off_policy_mask_threshold)
+    if importance_weights is not None and not term.folds_importance_weights:
         per_token = per_token * importance_weights  # (B, T)
     agg = functools.partial(
         aggregate_loss,
@@ -287,6 +533,8 @@ def grpo_loss(
         if ref_logp is None:
             raise ValueError("beta > 0 needs ref_logp, the reference model's log-probs")
         kl = kl_k3(logp, ref_logp)  # (B, T)
+        if options.use_bias_correction_kl:
+            kl = kl * torch.exp(log_weights)  # the ratio's gradient too, even where it is 1
         loss = agg(per_token + beta * kl, mask)
         kl_mean = masked_mean(kl.detach(), mask)
     else:

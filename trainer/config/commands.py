@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALE_REWARDS, ScaleRewards
-from trainer.algorithms.losses import LOSS_TYPES
+from trainer.algorithms.losses import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, PolicyOptions
 from trainer.config.checks import (
     _check_non_negative,
     _check_optimizer,
@@ -40,6 +40,7 @@ from trainer.rollout.correction import IMPORTANCE_SAMPLING_MODES, ImportanceSamp
 
 @dataclass(frozen=True, kw_only=True)
 class GRPOConfig(
+    PolicyOptions,
     VLLMOptions,
     ScaleOptions,
     RuntimeOptions,
@@ -54,8 +55,9 @@ class GRPOConfig(
 ):
     """Everything a GRPO run needs. Load with :func:`load_config`; build directly in tests.
 
-    A dataclass puts its last base's fields first, so the groups are listed from the last shown (vLLM) to the
-    first (the model); GRPO's own options follow theirs.
+    A dataclass puts its last base's fields first, so the groups are listed from the last shown (the objective's
+    options, :class:`trainer.algorithms.losses.PolicyOptions`) to the first (the model); GRPO's own options follow
+    theirs.
     """
 
     # ------------------------------------------------------------------ batch shape
@@ -90,11 +92,11 @@ class GRPOConfig(
     num_iterations: int = 1
     """Optimizer passes over each batch of rollouts (mu in DeepSeekMath); above 1 the old-policy log-probs are kept."""
     loss_type: str = "dapo"
-    """Token-loss aggregation (a ``LOSS_TYPES`` entry): ``grpo`` (sequence mean), ``bnpo``, ``dr_grpo``, ``dapo``."""
+    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` (aggregations); ``cispo``, ``sapo``, ``luspo``, ``vespo`` (TRL's)."""
     scale_rewards: ScaleRewards = "group"
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
     advantage_estimator: str = "outcome"
-    """An ``ADVANTAGE_ESTIMATORS`` entry: ``outcome`` (group baseline), ``process`` (DeepSeekMath 4.1.3), ``rft``."""
+    """``outcome`` (GRPO), ``process``, ``rft``, ``rloo``, ``reinforce_plus_plus(_baseline)`` (verl's names)."""
     shuffle_rewards: bool = False
     """Random-reward control (arXiv 2506.10947): permute each step's rewards across the batch before advantages."""
     log_grad_cosine: bool = False
@@ -365,6 +367,7 @@ def _validate(c: GRPOConfig) -> None:
         )
     if c.loss_type not in LOSS_TYPES:
         raise _fix("loss_type", c.loss_type, f"must be one of {LOSS_TYPES.choices()}", "TRL's default is 'dapo'.")
+    _check_objective(c)
     if c.scale_rewards not in SCALE_REWARDS:
         hint = "Dr. GRPO recommends 'none'."
         if isinstance(c.scale_rewards, bool):
@@ -379,6 +382,43 @@ def _validate(c: GRPOConfig) -> None:
     if c.logprobs_chunk_tokens is not None and c.logprobs_chunk_tokens < 1:
         raise _fix(
             "logprobs_chunk_tokens", c.logprobs_chunk_tokens, "must be >= 1 or null", "1024 suits a 152k vocabulary."
+        )
+
+
+def _check_objective(c: GRPOConfig) -> None:
+    """The options of issue 22's objectives (TRL's names and ranges)."""
+    level = c.importance_sampling_level
+    if level not in IMPORTANCE_SAMPLING_LEVELS:
+        hint = "Use 'token' (PPO/GRPO) or 'sequence' (GSPO)."
+        raise _fix("importance_sampling_level", level, f"must be one of {IMPORTANCE_SAMPLING_LEVELS}", hint)
+    if c.loss_type == "cispo" and c.epsilon_high is None:
+        raise _fix(
+            "epsilon_high",
+            None,
+            "must be set with loss_type 'cispo': it caps the importance weight itself (TRL would cap it at epsilon)",
+            "ScaleRL recommends 5.0.",
+        )
+    if c.delta is not None and c.delta <= 1:
+        raise _fix("delta", c.delta, "must be > 1: it bounds the ratio from above", "INTELLECT-2 uses 4.")
+    for name in ("sapo_temperature_pos", "sapo_temperature_neg", "vespo_lambda_pos", "vespo_lambda_neg"):
+        if getattr(c, name) <= 0:
+            raise _fix(name, getattr(c, name), "must be > 0", "Keep TRL's default.")
+    _check_non_negative(c, "vespo_k_pos", "vespo_k_neg")
+    if c.off_policy_mask_threshold is not None and c.off_policy_mask_threshold < 0:
+        raise _fix(
+            "off_policy_mask_threshold", c.off_policy_mask_threshold, "must be >= 0 or null", "TRL suggests 0.5."
+        )
+    if (
+        c.loss_type == "vespo"
+        and c.use_vllm
+        and c.vllm_importance_sampling_correction
+        and c.vllm_importance_sampling_mode.startswith("sequence")
+    ):
+        raise _fix(
+            "vllm_importance_sampling_mode",
+            c.vllm_importance_sampling_mode,
+            "must be a token mode with loss_type 'vespo', which folds per-token weights into its sequence weight",
+            "Use 'token_truncate' or 'token_mask' (as TRL requires).",
         )
 
 

@@ -68,8 +68,6 @@ _UNSUPPORTED = {
     "generation_batch_size": "set prompt_batch_size (prompts per step) and rollout_chunk_prompts (per generate call)",
     "reward_funcs": "rewards come from the reward server: set reward_components or reward_preset",
     "reward_weights": "give weights per component in reward_components, e.g. {accuracy: 1.0, format: 0.5}",
-    "delta": "two-sided clipping (INTELLECT-2) is not implemented; epsilon and epsilon_high bound the ratio",
-    "importance_sampling_level": "only token-level ratios (TRL's default 'token') are implemented",
     "fp16": "on CUDA bf16 autocast is used (the bf16 option); fp16 is not supported",
     "logging_steps": "metrics are logged every step",
     "save_strategy": "checkpoints follow save_steps",

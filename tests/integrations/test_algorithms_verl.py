@@ -1,0 +1,174 @@
+"""Our advantage estimators against verl's own ``core_algos`` on the same hand-made batches (issue 22).
+
+verl's functions take token-level rewards (the outcome reward on a completion's last token), a response mask and
+group indices; ours take one reward per completion (NaN for a null), the tokens each completion counts and group
+ids. verl has no null reward: a null completion is left out of verl's batch, and ours must give it advantage 0 and
+give the others exactly what verl gives the batch without it. Only ``trainer.algorithms.*`` is imported (torch
+alone), so these tests need none of the trainer's other dependencies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from verl.trainer.config import AlgoConfig
+from verl.trainer.ppo import core_algos
+
+from trainer.algorithms.advantages import reinforce_plus_plus_advantages, rloo_advantages
+
+NAN = math.nan
+
+#: (rewards, group ids, completion lengths): nulls, a zero-spread group of non-dyadic rewards, a group left with one
+#: scoreable member, unequal lengths (a truncated row is one of full width 6), a row with no counted token.
+BATCHES = {
+    "binary": ([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0], [0, 0, 0, 0, 1, 1, 1, 1], [3, 6, 2, 5, 6, 1, 4, 6]),
+    "nulls": ([1.0, NAN, 0.0, 1.0, NAN, 0.5, 0.25, NAN], [0, 0, 0, 0, 1, 1, 1, 1], [3, 6, 2, 5, 6, 1, 4, 6]),
+    "zero_spread": ([0.1, 0.1, 0.1, 0.1, 0.35, 0.1, 0.7, 0.2], [0, 0, 0, 0, 1, 1, 1, 1], [6, 6, 2, 5, 6, 3, 4, 6]),
+    "one_left": ([NAN, 0.3, NAN, NAN, 1.0, 0.0, 0.5, 2.0], [0, 0, 0, 0, 1, 1, 1, 1], [3, 6, 2, 5, 6, 6, 4, 1]),
+    "shaped": ([1.3, -0.2, 0.7, 2.9, 0.45, 0.45, 1.1, -1.7], [2, 5, 2, 5, 2, 5, 2, 5], [6, 2, 6, 3, 1, 6, 5, 4]),
+}
+WIDTH = 6
+
+
+def _verl_inputs(
+    rewards: list[float], groups: list[int], lengths: list[int]
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, list[int]]:
+    """verl's inputs for the scoreable rows: token rewards on each last token, response mask, index; their rows."""
+    keep = [i for i, r in enumerate(rewards) if not math.isnan(r)]
+    token_rewards = torch.zeros(len(keep), WIDTH)
+    mask = torch.zeros(len(keep), WIDTH)
+    for row, i in enumerate(keep):
+        mask[row, : lengths[i]] = 1.0
+        token_rewards[row, lengths[i] - 1] = rewards[i]
+    return token_rewards, mask, np.array([groups[i] for i in keep]), keep
+
+
+def _ours_on_tokens(advantages: torch.Tensor, lengths: list[int], keep: list[int]) -> torch.Tensor:
+    """Our per-completion advantages on each counted token, for the rows verl saw."""
+    mask = (torch.arange(WIDTH) < torch.tensor(lengths).unsqueeze(-1)).float()  # (N, T)
+    return (advantages.unsqueeze(-1) * mask)[keep]
+
+
+def _check_nulls_are_zero(advantages: torch.Tensor, rewards: list[float]) -> None:
+    nulls = torch.isnan(torch.tensor(rewards))
+    assert torch.equal(advantages[nulls], torch.zeros(int(nulls.sum())))
+
+
+def _verl(estimator: str, token_rewards: torch.Tensor, mask: torch.Tensor, index: np.ndarray) -> torch.Tensor:
+    if estimator == "rloo":
+        return core_algos.compute_rloo_outcome_advantage(token_rewards, mask, index)[0]
+    if estimator == "reinforce_plus_plus":
+        config = AlgoConfig(gamma=1.0)
+        return core_algos.compute_reinforce_plus_plus_outcome_advantage(token_rewards, mask, config=config)[0]
+    return core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage(token_rewards, mask, index)[0]
+
+
+def _ours(estimator: str, rewards: torch.Tensor, lengths: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    if estimator == "rloo":
+        return rloo_advantages(rewards, groups)
+    return reinforce_plus_plus_advantages(rewards, lengths, groups if estimator.endswith("baseline") else None)
+
+
+@pytest.mark.parametrize("estimator", ["rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"])
+@pytest.mark.parametrize("name", sorted(BATCHES))
+def test_the_estimator_equals_verls(estimator: str, name: str) -> None:
+    rewards, groups, lengths = BATCHES[name]
+    token_rewards, mask, index, keep = _verl_inputs(rewards, groups, lengths)
+    theirs = _verl(estimator, token_rewards, mask, index)
+    ours = _ours(estimator, torch.tensor(rewards), torch.tensor(lengths), torch.tensor(groups))
+    torch.testing.assert_close(_ours_on_tokens(ours, lengths, keep), theirs)
+    _check_nulls_are_zero(ours, rewards)
+
+
+def test_the_estimators_are_registered_under_verls_names() -> None:
+    from trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS
+
+    for name in ("rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"):
+        assert name in ADVANTAGE_ESTIMATORS
+        assert core_algos.get_adv_estimator_fn(name) is not None  # verl knows it by the same name
+
+
+# ------------------------------------------------------------------------------------------- GSPO-token (verl's gspo)
+
+
+@pytest.mark.parametrize(("agg_mode", "loss_type"), [("token-mean", "bnpo"), ("seq-mean-token-mean", "grpo")])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gspo_token_equals_verls_gspo_policy_loss(agg_mode: str, loss_type: str, seed: int) -> None:
+    """``importance_sampling_level: sequence_token`` against verl's ``compute_policy_loss_gspo`` (GSPO-token, with
+    per-token advantages, where it differs from GSPO): values and gradients."""
+    from verl.workers.config import ActorConfig
+
+    from trainer.algorithms.losses import PolicyOptions, grpo_loss
+
+    g = torch.Generator().manual_seed(seed)
+    lengths = [3, 6, 1, 4]  # 6 is a truncated row of full width
+    mask = (torch.arange(WIDTH) < torch.tensor(lengths).unsqueeze(-1)).float()
+    logp = -torch.rand(4, WIDTH, generator=g, dtype=torch.float64).requires_grad_()
+    old = logp.detach() + (torch.rand(4, WIDTH, generator=g, dtype=torch.float64) - 0.5) * 1.2
+    advantages = torch.randn(4, WIDTH, generator=g, dtype=torch.float64)  # per token: GSPO-token's case
+    config = ActorConfig(
+        strategy="fsdp", clip_ratio_low=0.2, clip_ratio_high=0.28, ppo_micro_batch_size_per_gpu=1, rollout_n=2
+    )
+    theirs, _ = core_algos.compute_policy_loss_gspo(old, logp, advantages, mask, agg_mode, config)
+    ours = grpo_loss(
+        logp,
+        old,
+        advantages,
+        mask,
+        loss_type=loss_type,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=WIDTH,
+        options=PolicyOptions(importance_sampling_level="sequence_token"),
+    ).loss
+    (their_grad,) = torch.autograd.grad(theirs, logp)
+    (our_grad,) = torch.autograd.grad(ours, logp)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, their_grad)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_two_sided_clipping_equals_verls_dual_clip(seed: int) -> None:
+    """``delta`` (TRL's two-sided clipping) is verl's dual-clip PPO with ``clip_ratio_c = delta`` when ``delta >
+    1 + epsilon_high``: ``vanilla`` loss, ``token-mean`` against ``bnpo``, values and gradients."""
+    from verl.workers.config import ActorConfig
+
+    from trainer.algorithms.losses import PolicyOptions, grpo_loss
+
+    g = torch.Generator().manual_seed(seed)
+    mask = (torch.arange(WIDTH) < torch.tensor([3, 6, 1, 4]).unsqueeze(-1)).float()
+    logp = -torch.rand(4, WIDTH, generator=g, dtype=torch.float64).requires_grad_()
+    old = logp.detach() + (torch.rand(4, WIDTH, generator=g, dtype=torch.float64) - 0.8) * 2.0  # ratios up to ~5
+    advantages = torch.tensor([[1.0], [-1.0], [-0.5], [2.0]], dtype=torch.float64).expand(4, WIDTH)
+    config = ActorConfig(
+        strategy="fsdp",
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.28,
+        clip_ratio_c=2.0,
+        ppo_micro_batch_size_per_gpu=1,
+        rollout_n=2,
+    )
+    theirs, _ = core_algos.compute_policy_loss_vanilla(old, logp, advantages, mask, "token-mean", config)
+    ours = grpo_loss(
+        logp,
+        old,
+        advantages[:, 0],
+        mask,
+        loss_type="bnpo",
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=WIDTH,
+        options=PolicyOptions(delta=2.0),
+    ).loss
+    assert (torch.exp(logp.detach() - old)[1][mask[1].bool()] > 2.0).any()  # the bound binds on a negative row
+    (their_grad,) = torch.autograd.grad(theirs, logp)
+    (our_grad,) = torch.autograd.grad(ours, logp)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, their_grad)
