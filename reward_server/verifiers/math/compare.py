@@ -15,6 +15,9 @@ from typing import Any
 from reward_server.verifiers.math.extract import NEGATION, _box_answer, _last_anchor_value, _letters, _result_side
 from reward_server.verifiers.math.forms import closing_bracket, split_top_level
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
+from reward_server.verifiers.math.renaming import renamed_answer
+from reward_server.verifiers.math.rewrites import degrees_match, label_pair, vector_pair
+from reward_server.verifiers.math.sets import sets_match
 from reward_server.verifiers.math.text import (
     _ANSWER_LABEL,
     _LEADING_VAR,
@@ -758,6 +761,44 @@ def _clock_match(ref: Reference, answer: str) -> tuple[bool, str | None] | None:
 
 def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     """Does ``answer`` (an extracted final answer) equal the reference? Returns (verdict, detail)."""
+    if ref.kind == "math":
+        plain_ref = strip_presentation(ref.answer)
+        plain_answer = strip_presentation(answer)
+        if (same_angle := degrees_match(plain_ref, plain_answer)) is not None:
+            return same_angle, "compared as angles in degrees and minutes"
+        if (same_set := sets_match(plain_ref, plain_answer, _set_endpoint)) is not None:
+            return same_set, "compared as sets of real numbers"
+    verdict = _answers_match(ref, answer, options)
+    if verdict[0] or ref.kind != "math" or len(answer) > max(_MAX_ANSWER_CHARS, 4 * len(ref.answer)):
+        return verdict
+    rescued = _other_form_match(ref, normalize_answer(answer, mixed_and=len(ref.members) == 1), options)
+    return rescued if rescued is not None else verdict
+
+
+def _set_endpoint(s: str) -> Any:
+    """An endpoint of an interval as a sympy value (``None`` when it has none)."""
+    from sympy import Rational
+
+    num = parse_number(s)
+    if num is not None and not num.percent:
+        return Rational(num.value.numerator, num.value.denominator)
+    return _mv_parse(normalize_answer(s), gold=True)
+
+
+def _other_form_match(ref: Reference, norm: str, options: MathOptions) -> tuple[bool, str | None] | None:
+    """A right answer in another form than the reference's (issue 23): renamed variables, a vector for a
+    tuple, a labelled expression for a bare one. ``None`` when no such form applies or it does not match."""
+    if (renamed := renamed_answer(ref.norm, norm)) is not None and _answers_match(ref, renamed, options)[0]:
+        return True, "the answer names its variable differently"
+    for pair, why in ((vector_pair(ref.norm, norm), "a vector for a tuple"), (label_pair(ref.norm, norm), "a label")):
+        if pair is not None and pair != (ref.norm, norm):
+            gold = ref if pair[0] == ref.norm else parse_reference(pair[0], options)
+            if not gold.invalid and _answers_match(gold, pair[1], options)[0]:
+                return True, f"the same answer with {why}"
+    return None
+
+
+def _answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     if ref.kind == "choice":
         text = _ANY_FONT_LETTER.sub(r"\1", strip_presentation(answer))
         plain = _unwrap_text_commands(text).strip()
