@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from reward_server.verifiers.math import verify_math
+from reward_server.verifiers.math import MathStatus, verify_math
 
 Row = tuple[str, str, bool]
 
@@ -199,3 +199,47 @@ def test_degrees_and_minutes(answer: str, reference: str, expected: bool) -> Non
 @pytest.mark.parametrize(("answer", "reference", "expected"), NAMED_TUPLE)
 def test_tuple_given_as_named_values(answer: str, reference: str, expected: bool) -> None:
     assert _verdict(answer, reference) is expected
+
+TEXT_REFERENCES: list[Row] = [
+    ("\\text{the second player}", "The second player wins.", True),
+    ("\\text{Second player}", "The second player wins.", True),
+    ("\\text{The second player wins}", "The second player wins.", True),
+    ("\\text{primes}", "All prime numbers", True),
+    ("\\text{prime numbers}", "All prime numbers", True),
+    ("\\text{yes}", "Yes, it is always possible.", True),
+    ("\\text{Bob}", "Bob has a winning strategy.", True),
+    ("\\text{circle}", "It is a circle.", True),
+    ("\\text{Equilateral triangles}", "an equilateral triangle", True),
+    ("\\text{The answer is Carol}", "Carol", True),
+    # near misses: another name, a negated sentence, another word, a negation, yes for no
+    ("\\text{the first player}", "The second player wins.", False),
+    ("\\text{The second player does not win}", "The second player wins.", False),
+    ("\\text{odd numbers}", "All prime numbers", False),
+    ("\\text{no prime numbers}", "All prime numbers", False),
+    ("\\text{composites}", "All prime numbers", False),
+    ("\\text{no}", "Yes, it is always possible.", False),
+    ("\\text{Alice}", "Bob has a winning strategy.", False),
+    ("\\text{ellipse}", "It is a circle.", False),
+    ("\\text{isosceles triangle}", "an equilateral triangle", False),
+    ("\\text{second}", "The second player wins.", False),
+]
+
+# Sentences without an unambiguous key span: not scoreable, whatever the answer.
+TEXT_NOT_SCOREABLE = [
+    ("\\text{Alice}", "The first player cannot win if both play well."),
+    ("\\text{isosceles}", "The triangle is isosceles but not equilateral in general."),
+    ("\\text{regular hexagon}", "The midpoints form a regular hexagon"),
+    ("\\text{Bob}", "Bob does not have a winning strategy."),
+]
+
+
+@pytest.mark.parametrize(("answer", "reference", "expected"), TEXT_REFERENCES)
+def test_text_references(answer: str, reference: str, expected: bool) -> None:
+    assert _verdict(answer, reference) is expected
+
+
+@pytest.mark.parametrize(("answer", "reference"), TEXT_NOT_SCOREABLE)
+def test_sentences_without_a_key_span_stay_invalid(answer: str, reference: str) -> None:
+    verdict = verify_math(f"\\boxed{{{answer}}}", reference)
+    assert verdict.status is MathStatus.INVALID_GROUND_TRUTH
+    assert verdict.correct is None

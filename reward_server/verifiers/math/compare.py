@@ -33,6 +33,7 @@ from reward_server.verifiers.math.text import (
     spelled_number_fault,
     strip_presentation,
 )
+from reward_server.verifiers.math.text_answers import same_phrase, text_reference
 from reward_server.verifiers.math.types import MathOptions
 
 
@@ -291,18 +292,23 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     norm = normalize_answer(answer_text)
     if not norm:
         return Reference(raw, answer_text, "math", (), invalid="the reference answer is empty")
+    phrase = text_reference(answer_text)
     if _looks_like_prose(norm):
+        if phrase is not None:  # "The second player wins.": compared on "the second player"
+            return Reference(raw, answer_text, "text", (phrase,), norm)
         return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
     labelled = [(label, _value_side(value)) for label, value in _labelled_members(norm)]
     members = [value for _, value in labelled]
     if _is_word_answer(norm):
-        return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
+        return Reference(raw, answer_text, "text", (phrase or _unwrap_text_commands(norm).strip().lower(),), norm)
     if (fault := _malformed(norm)) is not None:
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} {fault}")
     if not _has_a_value(members, norm):
         plain = _unwrap_text_commands(norm).strip()
         if re.fullmatch(r"[A-Za-z][A-Za-z '\-]{0,40}", plain) and len(plain.split()) <= 3:
-            return Reference(raw, answer_text, "text", (plain.lower(),), norm)
+            return Reference(raw, answer_text, "text", (phrase or plain.lower(),), norm)
+        if phrase is not None:
+            return Reference(raw, answer_text, "text", (phrase,), norm)
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
     labels = tuple(label for label, _ in labelled)
     return Reference(raw, answer_text, "math", tuple(members), norm, labels=labels)
@@ -832,7 +838,7 @@ def _answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[b
     norm = normalize_answer(answer, mixed_and=len(ref.members) == 1)
     if ref.kind == "text":
         plain = _unwrap_text_commands(norm).strip().lower()
-        return _same_word(plain, ref.members[0].lower()), None
+        return _same_word(plain, ref.members[0].lower()) or same_phrase(answer, ref.members[0]), None
     members = _distinct([_value_side(m) for m in _members(norm)])
     if not members:
         return False, "the final answer is empty after normalisation"
