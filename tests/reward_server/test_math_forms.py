@@ -85,6 +85,8 @@ SETS: list[Row] = [
     ("\\{x : x \\ne 3\\}", "(-\\infty, 3) \\cup (3, \\infty)", True),
     ("x \\in [\\sqrt{2}, 4)", "\\sqrt{2} \\le x < 4", True),
     ("x > 1 \\text{ and } x < 3", "(1, 3)", True),
+    ("x < 2, x > 3", "(-\\infty, 2) \\cup (3, \\infty)", True),
+    ("p = -1 \\text{ and } p = 2", "-1, 2", True),
     ("a < -1 \\text{ or } a > \\frac{1}{2}", "(-\\infty, -1) \\cup (\\frac{1}{2}, \\infty)", True),
     # near misses: a bound changed, an open end closed, a dropped piece, another variable, "and" for "or"
     ("\\{x \\mid -2 < x < 5\\}", "(-2, 5]", False),
@@ -99,6 +101,9 @@ SETS: list[Row] = [
     ("x > 1 \\text{ and } x < 3", "(-\\infty, \\infty)", False),
     ("\\{x : x \\ne -3\\}", "(-\\infty, 3) \\cup (3, \\infty)", False),
     ("a < -1 \\text{ or } a > 2", "(-\\infty, -1) \\cup (\\frac{1}{2}, \\infty)", False),
+    # a comma between overlapping conditions may mean "and" or "or": never read as the union
+    ("x > 1, x < 3", "(-\\infty, \\infty)", False),
+    ("x < 2, x > 3", "(-\\infty, 2) \\cup [3, \\infty)", False),
 ]
 
 VECTORS: list[Row] = [
@@ -199,6 +204,7 @@ def test_degrees_and_minutes(answer: str, reference: str, expected: bool) -> Non
 @pytest.mark.parametrize(("answer", "reference", "expected"), NAMED_TUPLE)
 def test_tuple_given_as_named_values(answer: str, reference: str, expected: bool) -> None:
     assert _verdict(answer, reference) is expected
+
 
 TEXT_REFERENCES: list[Row] = [
     ("\\text{the second player}", "The second player wins.", True),

@@ -123,15 +123,41 @@ def _piece(s: str, parse: Parse) -> tuple[Any, str | None, bool]:
 
 def _conjunction(s: str, parse: Parse) -> tuple[Any, str | None, bool]:
     """Conditions joined by ``and`` (``x > 1 \text{ and } x < 3``): the intersection of their sets."""
-    from sympy import Intersection
+    from sympy import FiniteSet, Intersection
 
     pieces = [_piece(p, parse) for p in _AND.split(s)]
     if len(pieces) == 1:
         return pieces[0]
     names = {v for _, v, _ in pieces if v is not None}
-    if len(names) > 1:
+    if len(names) > 1 or any(isinstance(found, FiniteSet) for found, _, _ in pieces):
+        raise _Unreadable  # "p = -1 and p = 2" lists two values, it does not intersect them
+    both = Intersection(*(found for found, _, _ in pieces))
+    if both.is_empty:
         raise _Unreadable
-    return Intersection(*(found for found, _, _ in pieces)), (names.pop() if names else None), True
+    return both, (names.pop() if names else None), True
+
+
+# A list of overlapping conditions (``x > 1, x < 3``): a union or an intersection, the text cannot say which.
+AMBIGUOUS = "ambiguous"
+
+
+def _listed_conditions(listed: list[str], parse: Parse) -> tuple[Any, str | None, bool] | None:
+    """Conditions in a comma list: their union when they are disjoint (``x < 2, x > 3``), ``AMBIGUOUS`` when
+    they overlap, ``None`` when they are not all conditions in one variable (a list of values, a system)."""
+    from sympy import Intersection, Union
+
+    if not all(_RELATION.search(p) for p in listed):
+        return None
+    try:
+        read = [_conjunction(p, parse) for p in listed]
+    except (_Unreadable, TypeError, ValueError):
+        return None
+    names = {v for _, v, _ in read}
+    if len(names) != 1 or None in names:
+        return None
+    sets = [found for found, _, _ in read]
+    overlap = any(not Intersection(a, b).is_empty for i, a in enumerate(sets) for b in sets[i + 1 :])
+    return (AMBIGUOUS if overlap else Union(*sets)), names.pop(), True
 
 
 def real_set(s: str, parse: Parse) -> tuple[Any, str | None, bool] | None:
@@ -145,8 +171,9 @@ def real_set(s: str, parse: Parse) -> tuple[Any, str | None, bool] | None:
     if builder:
         var, s = builder.group(1), builder.group(2)
     s = _OR.sub(lambda _: " \\cup ", s)
-    if len(split_top_level(s, ",;")) != 1:
-        return None
+    listed = split_top_level(s, ",;")
+    if len(listed) > 1:
+        return _listed_conditions(listed, parse)
     parts = [p for p in re.split(r"\\cup(?![A-Za-z])", s) if p.strip()]
     if not parts:
         return None
@@ -170,8 +197,10 @@ def sets_match(gold: str, ans: str, parse: Parse) -> bool | None:
     if g is None:
         return None
     a = real_set(ans, parse)
-    if a is None or not (g[2] or a[2]):
+    if a is None or not (g[2] or a[2]) or g[0] is AMBIGUOUS:
         return None
+    if a[0] is AMBIGUOUS:
+        return None if isinstance(g[0], FiniteSet) else False
     if isinstance(g[0], FiniteSet) and isinstance(a[0], FiniteSet):
         return None
     if g[1] is not None and a[1] is not None and g[1] != a[1]:
