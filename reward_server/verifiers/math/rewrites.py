@@ -106,6 +106,8 @@ def number_value(s: str) -> Fraction | None:
 def degrees_match(gold: str, ans: str) -> bool | None:
     """The verdict when either side is an angle in degrees *and minutes*, else ``None``: both must be the same
     angle exactly (a bare number on the other side is read in degrees), never rounded."""
+    if not any(mark in gold or mark in ans for mark in ("'", "prime", "′")):
+        return None
     g, a = degrees(gold), degrees(ans)
     if not ((g is not None and g[1]) or (a is not None and a[1])):
         return None

@@ -9,6 +9,7 @@ chain whose relations point both ways. A side that is refused leaves the compari
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -188,15 +189,26 @@ def real_set(s: str, parse: Parse) -> tuple[Any, str | None, bool] | None:
     return Union(*(found for found, _, _ in read)), (names.pop() if names else None), described
 
 
+# What a set written with conditions or as a union must contain, on one side at least: a cheap filter.
+_DESCRIBED = re.compile(r"[<>]|\\(?:leq?|geq?|leqslant|geqslant|lt|gt|neq?|cup|mid|vert|in|lor|vee)(?![A-Za-z])|\bor\b")
+
+
+@functools.lru_cache(maxsize=8192)
+def _read(s: str, parse: Parse) -> tuple[Any, str | None, bool] | None:
+    return real_set(s, parse)
+
+
 def sets_match(gold: str, ans: str, parse: Parse) -> bool | None:
     """The verdict when both sides are sets of real numbers and one of them is written with conditions or
     as a union, and they are not both finite (roots are compared as lists); else ``None``."""
     from sympy import FiniteSet
 
-    g = real_set(gold, parse)
+    if not (_DESCRIBED.search(gold) or _DESCRIBED.search(ans)):
+        return None
+    g = _read(gold, parse)
     if g is None:
         return None
-    a = real_set(ans, parse)
+    a = _read(ans, parse)
     if a is None or not (g[2] or a[2]) or g[0] is AMBIGUOUS:
         return None
     if a[0] is AMBIGUOUS:
