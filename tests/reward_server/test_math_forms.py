@@ -61,16 +61,6 @@ def _verdict(answer: str, reference: str) -> bool | None:
     return verify_math(f"The answer is \\boxed{{{answer}}}.", reference).correct
 
 
-@pytest.mark.parametrize(("answer", "reference", "expected"), RENAMED_FUNCTION)
-def test_renamed_function_variable(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
-@pytest.mark.parametrize(("answer", "reference", "expected"), RENAMED_PARAMETER)
-def test_renamed_integer_parameter(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
 SETS: list[Row] = [
     ("\\{x \\mid -2 < x \\le 5\\}", "(-2, 5]", True),
     ("(-2, 5]", "\\{x \\mid -2 < x \\le 5\\}", True),
@@ -176,36 +166,6 @@ NAMED_TUPLE: list[Row] = [
 ]
 
 
-@pytest.mark.parametrize(("answer", "reference", "expected"), SETS)
-def test_sets_written_three_ways(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
-@pytest.mark.parametrize(("answer", "reference", "expected"), VECTORS)
-def test_column_vector_and_tuple(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
-@pytest.mark.parametrize(("answer", "reference", "expected"), LABELLED)
-def test_labelled_and_bare_expression(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
-@pytest.mark.parametrize(("answer", "reference", "expected"), FRACTION_COEFFICIENTS)
-def test_fraction_with_implicit_coefficients(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
-@pytest.mark.parametrize(("answer", "reference", "expected"), DEGREES_MINUTES)
-def test_degrees_and_minutes(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
-@pytest.mark.parametrize(("answer", "reference", "expected"), NAMED_TUPLE)
-def test_tuple_given_as_named_values(answer: str, reference: str, expected: bool) -> None:
-    assert _verdict(answer, reference) is expected
-
-
 TEXT_REFERENCES: list[Row] = [
     ("\\text{the second player}", "The second player wins.", True),
     ("\\text{Second player}", "The second player wins.", True),
@@ -239,8 +199,27 @@ TEXT_NOT_SCOREABLE = [
 ]
 
 
-@pytest.mark.parametrize(("answer", "reference", "expected"), TEXT_REFERENCES)
-def test_text_references(answer: str, reference: str, expected: bool) -> None:
+KINDS: dict[str, list[Row]] = {
+    "renamed function variable": RENAMED_FUNCTION,
+    "renamed integer parameter": RENAMED_PARAMETER,
+    "sets three ways": SETS,
+    "column vector and tuple": VECTORS,
+    "labelled and bare expression": LABELLED,
+    "fraction with implicit coefficients": FRACTION_COEFFICIENTS,
+    "degrees and minutes": DEGREES_MINUTES,
+    "tuple as named values": NAMED_TUPLE,
+    "text references": TEXT_REFERENCES,
+}
+ROWS = [(kind, *row) for kind, rows in KINDS.items() for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer", "reference", "expected"),
+    ROWS,
+    ids=[f"{kind}: {'accept' if expected else 'near miss'} {answer}" for kind, answer, _, expected in ROWS],
+)
+def test_form_of_a_kind(kind: str, answer: str, reference: str, expected: bool) -> None:
+    """An answer in another form of the kind is accepted; its near miss in the same form stays wrong."""
     assert _verdict(answer, reference) is expected
 
 
