@@ -30,6 +30,7 @@ RENAMED_FUNCTION: list[Row] = [
     ("x^2 + t", "g(t) = t^2 + t", False),
     ("f(y) = \\frac{1}{y-1}", "f(x) = \\frac{1}{x+1}", False),
     ("3w + 4", "h(n) = 3n - 4", False),
+    ("f(n) = (n+1)!", "f(k) = k!", False),
     # conservative: two bare expressions in different letters are not renamed
     ("x^2", "y^2", False),
     ("3a - 4", "3b - 4", False),
@@ -52,6 +53,8 @@ RENAMED_PARAMETER: list[Row] = [
     ("y = \\frac{\\pi}{2} + m\\pi", "x = \\frac{\\pi}{2} + k\\pi", False),
     ("\\frac{\\pi}{2} + a\\pi", "\\frac{\\pi}{2} + k\\pi", False),
     ("(2t, 1+t, 3+t)", "(2s, 1-s, 3+s)", False),
+    ("n\\pi", "2k\\pi", False),
+    ("(x, x^2)", "(s, s^2)", False),
     # conservative: no parameter role (no period, no parametric tuple), so not renamed
     ("2m + 1", "2k + 1", False),
 ]
@@ -110,6 +113,7 @@ VECTORS: list[Row] = [
     ("\\begin{pmatrix} 3 \\\\ -1 \\end{pmatrix}", "(3, -1, 4)", False),
     ("(2, -\\frac{1}{2})", "\\begin{pmatrix} 2 \\\\ \\frac{1}{2} \\end{pmatrix}", False),
     ("\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", "(1, 2, 3, 4)", False),
+    ("\\begin{vmatrix} 1 \\\\ 2 \\end{vmatrix}", "(1, 2)", False),
 ]
 
 LABELLED: list[Row] = [
@@ -188,6 +192,9 @@ TEXT_REFERENCES: list[Row] = [
     ("\\text{ellipse}", "It is a circle.", False),
     ("\\text{isosceles triangle}", "an equilateral triangle", False),
     ("\\text{second}", "The second player wins.", False),
+    ("\\text{Yes, no}", "Yes", False),
+    ("\\text{Yes. No, wait, it is no}", "Yes, it is possible.", False),
+    ("\\text{Alice never wins}", "Alice wins.", False),
 ]
 
 # Sentences without an unambiguous key span: not scoreable, whatever the answer.

@@ -13,7 +13,7 @@ from fractions import Fraction
 from reward_server.verifiers.math.forms import closing_bracket
 from reward_server.verifiers.math.renaming import letters
 
-_VECTOR = re.compile(r"^\\begin\{([pbBvV]?matrix)\}(.*)\\end\{\1\}$", re.DOTALL)
+_VECTOR = re.compile(r"^\\begin\{([pb]?matrix)\}(.*)\\end\{\1\}$", re.DOTALL)
 
 
 def _is_tuple(s: str) -> bool:
@@ -23,7 +23,7 @@ def _is_tuple(s: str) -> bool:
 
 def vector_as_tuple(s: str) -> str | None:
     r"""``\begin{pmatrix} 3 \\ -1 \\ 4 \end{pmatrix}`` (a column or a row, ``bmatrix`` too) -> ``(3, -1, 4)``;
-    ``None`` for anything else, a matrix of several rows and columns included."""
+    ``None`` for anything else: a matrix of several rows and columns, a ``vmatrix`` (a determinant)."""
     m = _VECTOR.match(s.strip())
     if m is None:
         return None

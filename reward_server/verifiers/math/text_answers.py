@@ -137,4 +137,6 @@ def same_phrase(answer: str, reference: str) -> bool:
     if not want:
         return False
     span = _span(plain)
+    if span in ("yes", "no") and set(re.findall(r"[a-z']+", plain)[1:]) & ({"yes", "no"} | _NEGATIONS):
+        span = None  # "Yes, no, ..." or "Yes. No, wait": a hedge or a correction, not a yes
     return _key(plain) == want or (span is not None and _key(span) == want)
