@@ -25,6 +25,7 @@ _TOKEN = re.compile(r"\\[A-Za-z]+|[A-Za-z]|.", re.DOTALL)
 _NAMED_ARGUMENT = re.compile(r"\\(?:mathbb|mathrm|operatorname|text[a-z]*|mbox|begin|end)\s*\{[^{}]*\}")
 _DEFINITION = re.compile(r"^\s*([A-Za-z](?:_\{?\w+\}?)?)\s*\(\s*([A-Za-z])\s*\)\s*=\s*(.+)$", re.DOTALL)
 PARAMETERS = frozenset("kmnjlstu")
+_SOLVED_FOR = re.compile(r"^\s*[a-z]\s*=\s*([^=]+)$")
 
 
 def letters(s: str) -> set[str]:
@@ -89,4 +90,9 @@ def renamed_answer(gold: str, ans: str) -> str | None:
     """The answer written in the reference's variable names, or ``None`` where no rename applies."""
     if gold == ans:
         return None
-    return _function_rename(gold, ans) or _parameter_rename(gold, ans)
+    renamed = _function_rename(gold, ans) or _parameter_rename(gold, ans)
+    solved = _SOLVED_FOR.match(gold)
+    if renamed is None and solved is not None and "=" not in ans:
+        # "x = \frac{\pi}{2} + k\pi" against a bare "\frac{\pi}{2} + m\pi": the family on the right.
+        renamed = _parameter_rename(solved.group(1), ans)
+    return renamed
