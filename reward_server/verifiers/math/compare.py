@@ -781,6 +781,12 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
     return rescued if rescued is not None else verdict
 
 
+@functools.lru_cache(maxsize=1024)
+def _rewritten_reference(answer: str, options: MathOptions) -> Reference:
+    """A reference rewritten into the answer's form (a vector as a tuple, without its label), parsed once."""
+    return parse_reference(answer, options)
+
+
 def _set_endpoint(s: str) -> Any:
     """An endpoint of an interval as a sympy value (``None`` when it has none)."""
     from sympy import Rational
@@ -798,7 +804,7 @@ def _other_form_match(ref: Reference, norm: str, options: MathOptions) -> tuple[
         return True, "the answer names its variable differently"
     for pair, why in ((vector_pair(ref.norm, norm), "a vector for a tuple"), (label_pair(ref.norm, norm), "a label")):
         if pair is not None and pair != (ref.norm, norm):
-            gold = ref if pair[0] == ref.norm else parse_reference(pair[0], options)
+            gold = ref if pair[0] == ref.norm else _rewritten_reference(pair[0], options)
             if not gold.invalid and _answers_match(gold, pair[1], options)[0]:
                 return True, f"the same answer with {why}"
     return None
