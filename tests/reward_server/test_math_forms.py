@@ -40,6 +40,9 @@ RENAMED_PARAMETER: list[Row] = [
     ("\\frac{\\pi}{2} + m\\pi", "\\frac{\\pi}{2} + k\\pi", True),
     ("x = \\frac{\\pi}{4} + n\\pi", "x = \\frac{\\pi}{4} + k\\pi", True),
     ("2j\\pi", "2k\\pi", True),
+    ("\\frac{\\pi}{2} + m\\pi", "x = \\frac{\\pi}{2} + k\\pi, k \\in \\mathbb{Z}", True),
+    ("\\frac{\\pi}{2} + k\\pi", "x = \\frac{\\pi}{2} + k\\pi, k \\in \\mathbb{Z}", True),
+    ("\\frac{\\pi}{5} + 2n\\pi \\; (n \\in \\mathbb{Z})", "\\frac{\\pi}{5} + 2k\\pi", True),
     ("\\frac{\\pi}{2} + m\\pi", "x = \\frac{\\pi}{2} + k\\pi", True),
     ("\\frac{\\pi}{6} + 2\\pi n", "\\frac{\\pi}{6} + 2k\\pi", True),
     ("(1+4s, 2-3s)", "(1+4u, 2-3u)", True),
@@ -55,6 +58,8 @@ RENAMED_PARAMETER: list[Row] = [
     ("\\frac{\\pi}{2} + a\\pi", "\\frac{\\pi}{2} + k\\pi", False),
     ("(2t, 1+t, 3+t)", "(2s, 1-s, 3+s)", False),
     ("n\\pi", "2k\\pi", False),
+    ("\\frac{\\pi}{3} + m\\pi, m \\in \\mathbb{Z}", "\\frac{\\pi}{2} + k\\pi", False),
+    ("\\frac{\\pi}{2} + 2m\\pi", "x = \\frac{\\pi}{2} + k\\pi, k \\in \\mathbb{Z}", False),
     ("\\frac{\\pi}{2} - m\\pi", "x = \\frac{\\pi}{3} + k\\pi", False),
     ("(x, x^2)", "(s, s^2)", False),
     # conservative: no parameter role (no period, no parametric tuple), so not renamed

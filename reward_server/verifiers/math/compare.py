@@ -15,7 +15,7 @@ from typing import Any
 from reward_server.verifiers.math.extract import NEGATION, _box_answer, _last_anchor_value, _letters, _result_side
 from reward_server.verifiers.math.forms import closing_bracket, split_top_level
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
-from reward_server.verifiers.math.renaming import renamed_answer
+from reward_server.verifiers.math.renaming import renamed_answer, without_qualifier
 from reward_server.verifiers.math.rewrites import degrees_match, label_pair, vector_pair
 from reward_server.verifiers.math.sets import sets_match
 from reward_server.verifiers.math.text import (
@@ -799,14 +799,25 @@ def _set_endpoint(s: str) -> Any:
 
 def _other_form_match(ref: Reference, norm: str, options: MathOptions) -> tuple[bool, str | None] | None:
     """A right answer in another form than the reference's (issue 23): renamed variables, a vector for a
-    tuple, a labelled expression for a bare one. ``None`` when no such form applies or it does not match."""
-    if (renamed := renamed_answer(ref.norm, norm)) is not None and _answers_match(ref, renamed, options)[0]:
-        return True, "the answer names its variable differently"
-    for pair, why in ((vector_pair(ref.norm, norm), "a vector for a tuple"), (label_pair(ref.norm, norm), "a label")):
-        if pair is not None and pair != (ref.norm, norm):
-            gold = ref if pair[0] == ref.norm else _rewritten_reference(pair[0], options)
-            if not gold.invalid and _answers_match(gold, pair[1], options)[0]:
-                return True, f"the same answer with {why}"
+    tuple, a labelled expression for a bare one, a family without its ``k \\in \\mathbb{Z}``. ``None`` when no
+    such form applies or it does not match."""
+    candidates = [(ref, norm)]
+    ref_family, ans_family = without_qualifier(ref.norm), without_qualifier(norm)
+    if ref_family is not None or ans_family is not None:
+        gold = _rewritten_reference(ref_family, options) if ref_family is not None else ref
+        if not gold.invalid:
+            candidates.append((gold, ans_family if ans_family is not None else norm))
+    for gold, answer in candidates:
+        if (gold is not ref or answer != norm) and _answers_match(gold, answer, options)[0]:
+            return True, "the same family without its integer qualifier"
+        if (renamed := renamed_answer(gold.norm, answer)) is not None and _answers_match(gold, renamed, options)[0]:
+            return True, "the answer names its variable differently"
+        forms = ((vector_pair(gold.norm, answer), "a vector for a tuple"), (label_pair(gold.norm, answer), "a label"))
+        for pair, why in forms:
+            if pair is not None and pair != (gold.norm, answer):
+                other = gold if pair[0] == gold.norm else _rewritten_reference(pair[0], options)
+                if not other.invalid and _answers_match(other, pair[1], options)[0]:
+                    return True, f"the same answer with {why}"
     return None
 
 

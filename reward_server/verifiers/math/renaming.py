@@ -86,6 +86,23 @@ def _parameter_rename(gold: str, ans: str) -> str | None:
     return rename(ans, old, param)
 
 
+# "k \in \mathbb{Z}" after a family, with a comma or in parentheses: it only says the parameter is an integer.
+_QUALIFIER = re.compile(
+    r"\s*,?\s*(\(?)\s*(?:\\text\{\s*(?:for|where)\s*(?:some|any|all)?\s*\}\s*)?"
+    r"([kmnjlstu])\s*\\in\s*\\(?:mathbb\s*\{?\s*Z\s*\}?|Z(?![A-Za-z]))\s*(\)?)\s*$"
+)
+
+
+def without_qualifier(s: str) -> str | None:
+    """``s`` without a trailing ``, k \\in \\mathbb{Z}`` (or ``(k \\in \\mathbb{Z})``) whose parameter occurs in
+    the family before it; ``None`` when there is none."""
+    m = _QUALIFIER.search(s)
+    if m is None or bool(m.group(1)) != bool(m.group(3)):
+        return None
+    family = s[: m.start()].strip()
+    return family if family and m.group(2) in letters(family) else None
+
+
 def renamed_answer(gold: str, ans: str) -> str | None:
     """The answer written in the reference's variable names, or ``None`` where no rename applies."""
     if gold == ans:
