@@ -34,6 +34,10 @@ Comparison (:func:`answers_match`):
   ``10^{-20}`` never equals ``2\\cdot10^{-20}``.
 * Multiple-choice references (a single letter A-J, ``(B)``, ``\\text{(C)}``) compare as letters.
 * Equations compare as equations (``3x+6y-4=0`` equals ``y=-\\frac12x+\\frac23``), through math-verify.
+* Forms that rule verifiers miss (issue 23), each only against the form it reads: a function's variable or a
+  family's integer parameter renamed (``renaming``), sets as set-builder, intervals or conditions (``sets``),
+  a column vector for a tuple, a labelled expression, degrees and minutes (``rewrites``), and short word or
+  phrase references compared as normalised text, sentences on an unambiguous key span only (``text_answers``).
 
 A reference that yields no value (prose, empty) is ``invalid_ground_truth``: the item must not train.
 

@@ -15,6 +15,9 @@ from typing import Any
 from reward_server.verifiers.math.extract import NEGATION, _box_answer, _last_anchor_value, _letters, _result_side
 from reward_server.verifiers.math.forms import closing_bracket, split_top_level
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
+from reward_server.verifiers.math.renaming import renamed_answer, without_qualifier
+from reward_server.verifiers.math.rewrites import degrees_match, label_pair, vector_pair
+from reward_server.verifiers.math.sets import sets_match
 from reward_server.verifiers.math.text import (
     _ANSWER_LABEL,
     _LEADING_VAR,
@@ -30,6 +33,7 @@ from reward_server.verifiers.math.text import (
     spelled_number_fault,
     strip_presentation,
 )
+from reward_server.verifiers.math.text_answers import same_phrase, text_reference
 from reward_server.verifiers.math.types import MathOptions
 
 
@@ -288,18 +292,23 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     norm = normalize_answer(answer_text)
     if not norm:
         return Reference(raw, answer_text, "math", (), invalid="the reference answer is empty")
+    phrase = text_reference(answer_text)
     if _looks_like_prose(norm):
+        if phrase is not None:  # "The second player wins.": compared on "the second player"
+            return Reference(raw, answer_text, "text", (phrase,), norm)
         return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
     labelled = [(label, _value_side(value)) for label, value in _labelled_members(norm)]
     members = [value for _, value in labelled]
     if _is_word_answer(norm):
-        return Reference(raw, answer_text, "text", (_unwrap_text_commands(norm).strip().lower(),), norm)
+        return Reference(raw, answer_text, "text", (phrase or _unwrap_text_commands(norm).strip().lower(),), norm)
     if (fault := _malformed(norm)) is not None:
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} {fault}")
     if not _has_a_value(members, norm):
         plain = _unwrap_text_commands(norm).strip()
         if re.fullmatch(r"[A-Za-z][A-Za-z '\-]{0,40}", plain) and len(plain.split()) <= 3:
-            return Reference(raw, answer_text, "text", (plain.lower(),), norm)
+            return Reference(raw, answer_text, "text", (phrase or plain.lower(),), norm)
+        if phrase is not None:
+            return Reference(raw, answer_text, "text", (phrase,), norm)
         return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
     labels = tuple(label for label, _ in labelled)
     return Reference(raw, answer_text, "math", tuple(members), norm, labels=labels)
@@ -758,6 +767,61 @@ def _clock_match(ref: Reference, answer: str) -> tuple[bool, str | None] | None:
 
 def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     """Does ``answer`` (an extracted final answer) equal the reference? Returns (verdict, detail)."""
+    if ref.kind == "math":
+        plain_ref = strip_presentation(ref.answer)
+        plain_answer = strip_presentation(answer)
+        if (same_angle := degrees_match(plain_ref, plain_answer)) is not None:
+            return same_angle, "compared as angles in degrees and minutes"
+        if (same_set := sets_match(plain_ref, plain_answer, _set_endpoint)) is not None:
+            return same_set, "compared as sets of real numbers"
+    verdict = _answers_match(ref, answer, options)
+    if verdict[0] or ref.kind != "math" or len(answer) > max(_MAX_ANSWER_CHARS, 4 * len(ref.answer)):
+        return verdict
+    rescued = _other_form_match(ref, normalize_answer(answer, mixed_and=len(ref.members) == 1), options)
+    return rescued if rescued is not None else verdict
+
+
+@functools.lru_cache(maxsize=1024)
+def _rewritten_reference(answer: str, options: MathOptions) -> Reference:
+    """A reference rewritten into the answer's form (a vector as a tuple, without its label), parsed once."""
+    return parse_reference(answer, options)
+
+
+def _set_endpoint(s: str) -> Any:
+    """An endpoint of an interval as a sympy value (``None`` when it has none)."""
+    from sympy import Rational
+
+    num = parse_number(s)
+    if num is not None and not num.percent:
+        return Rational(num.value.numerator, num.value.denominator)
+    return _mv_parse(normalize_answer(s), gold=True)
+
+
+def _other_form_match(ref: Reference, norm: str, options: MathOptions) -> tuple[bool, str | None] | None:
+    """A right answer in another form than the reference's (issue 23): renamed variables, a vector for a
+    tuple, a labelled expression for a bare one, a family without its ``k \\in \\mathbb{Z}``. ``None`` when no
+    such form applies or it does not match."""
+    candidates = [(ref, norm)]
+    ref_family, ans_family = without_qualifier(ref.norm), without_qualifier(norm)
+    if ref_family is not None or ans_family is not None:
+        gold = _rewritten_reference(ref_family, options) if ref_family is not None else ref
+        if not gold.invalid:
+            candidates.append((gold, ans_family if ans_family is not None else norm))
+    for gold, answer in candidates:
+        if (gold is not ref or answer != norm) and _answers_match(gold, answer, options)[0]:
+            return True, "the same family without its integer qualifier"
+        if (renamed := renamed_answer(gold.norm, answer)) is not None and _answers_match(gold, renamed, options)[0]:
+            return True, "the answer names its variable differently"
+        forms = ((vector_pair(gold.norm, answer), "a vector for a tuple"), (label_pair(gold.norm, answer), "a label"))
+        for pair, why in forms:
+            if pair is not None and pair != (gold.norm, answer):
+                other = gold if pair[0] == gold.norm else _rewritten_reference(pair[0], options)
+                if not other.invalid and _answers_match(other, pair[1], options)[0]:
+                    return True, f"the same answer with {why}"
+    return None
+
+
+def _answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bool, str | None]:
     if ref.kind == "choice":
         text = _ANY_FONT_LETTER.sub(r"\1", strip_presentation(answer))
         plain = _unwrap_text_commands(text).strip()
@@ -791,7 +855,7 @@ def answers_match(ref: Reference, answer: str, options: MathOptions) -> tuple[bo
     norm = normalize_answer(answer, mixed_and=len(ref.members) == 1)
     if ref.kind == "text":
         plain = _unwrap_text_commands(norm).strip().lower()
-        return _same_word(plain, ref.members[0].lower()), None
+        return _same_word(plain, ref.members[0].lower()) or same_phrase(answer, ref.members[0]), None
     members = _distinct([_value_side(m) for m in _members(norm)])
     if not members:
         return False, "the final answer is empty after normalisation"
