@@ -282,7 +282,7 @@ def test_the_mixup_and_the_resume_carry_the_reference(
         ({"beta": 0.1, "sync_ref_model": True, "ref_model_mixup_alpha": 0.0}, r"must be in \(0, 1\]"),
         ({"max_completion_length_schedule": {-1: 8}}, "maps a step"),
         ({"max_completion_length_schedule": {10: 0}}, "lengths must be >= 1"),
-        ({"advantage_estimator": "prm"}, r"must be one of \(.outcome., .process., .rft.\)"),
+        ({"advantage_estimator": "prm"}, r"must be one of \(.outcome., .process., .rft., .rloo., .reinforce_plus_plus"),
         ({"max_num_gen_batches": 0}, "must be >= 1"),
         ({"step_separator": ""}, "must not be empty"),
     ],

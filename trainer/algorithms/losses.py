@@ -134,7 +134,7 @@ class PolicyOptions:
     importance_sampling_level: str = "token"
     """Ratio per ``token``, per ``sequence`` (GSPO: mean log-ratio), or ``sequence_token`` (GSPO-token)."""
     delta: float | None = None
-    """Two-sided clipping (INTELLECT-2): ratio <= delta where the advantage is negative (> 1 + epsilon_high)."""
+    """INTELLECT-2's two-sided clipping: ``ratio <= delta`` for a negative advantage (``delta > 1 + epsilon_high``)."""
     sapo_temperature_pos: float = 1.0
     """``loss_type: sapo``: the gate's temperature for tokens with a positive advantage."""
     sapo_temperature_neg: float = 1.05
