@@ -21,6 +21,7 @@ def handle(payload: dict) -> dict:
     _calls += 1
     op = payload["op"]
     if op == "echo":
+        time.sleep(payload.get("delay", 0.0))  # an item that takes a while, so that one worker cannot take every job
         return {"value": payload["value"], "pid": os.getpid()}
     if op == "sleep":
         time.sleep(payload["seconds"])

@@ -33,7 +33,10 @@ def echo(n: int) -> list[dict]:
 
 async def test_results_come_back_in_order(pool: WorkerPool) -> None:
     flow = pool.open_flow()
-    jobs = await asyncio.gather(*(pool.run(flow, echo(25), [5.0] * 25) for _ in range(4)))
+    # Each job takes 25 x 10 ms, so the second worker takes a job while the first is busy, even on a loaded machine
+    # where its thread wakes late (without the delay one worker could run all four jobs before the other woke).
+    items = [{**item, "delay": 0.01} for item in echo(25)]
+    jobs = await asyncio.gather(*(pool.run(flow, items, [5.0] * 25) for _ in range(4)))
     for outcomes in jobs:
         assert [o.value["value"] for o in outcomes] == list(range(25))
         assert all(o.status is TaskStatus.OK for o in outcomes)
