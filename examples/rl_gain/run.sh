@@ -20,6 +20,7 @@
 #   EVAL_PROMPTS=20 ... run.sh                     evaluate on the first 20 held-out problems only (a check)
 #   THREADS=1 ... run.sh                           torch threads of the trainer (default 1: fastest for this model
 #                                                  on a shared 2-core machine)
+#   RL_SETS="beta=0.04" ... run.sh                 extra --set options for every RL arm (space-separated key=value)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # runs from a checkout without installing
@@ -33,6 +34,7 @@ ARMS="${ARMS:-grpo random_reward rft_online rft_offline process}"
 THREADS="${THREADS:-1}"
 EVAL_PROMPTS="${EVAL_PROMPTS:-null}"
 COLD_START="${COLD_START:-}"
+RL_SETS="${RL_SETS:-}"
 EX=examples/rl_gain
 URL="reward_server_urls=[http://127.0.0.1:$PORT]"
 mkdir -p "$OUT"
@@ -56,12 +58,13 @@ evaluate() {  # evaluate NAME CHECKPOINT: held-out figures into $OUT/eval/NAME{,
     --set "output_dir=$OUT/eval/${1}_easy" > /dev/null
 }
 rl() {  # rl NAME [--set ...]: an RL arm from the start into $OUT/NAME, then its evaluation
-  local name=$1
+  local name=$1 extra=() kv
   shift
+  for kv in $RL_SETS; do extra+=(--set "$kv"); done
   phase "$name" trainer train --config "$EX/grpo.yaml" --set "$URL" --set "model_name_or_path=$START" \
     --set "max_steps=$RL_STEPS" --set "train_data=$OUT/data/rl_prompts.jsonl" --set "eval_data=$OUT/data/test.jsonl" \
     --set "output_dir=$OUT/$name" --set "seed=$SEED" --set log_grad_cosine=true \
-    --set "eval_max_prompts=$EVAL_PROMPTS" "$@"
+    --set "eval_max_prompts=$EVAL_PROMPTS" "${extra[@]}" "$@"
   phase "eval_$name" evaluate "$name" "$OUT/$name/checkpoint-$RL_STEPS"
 }
 
