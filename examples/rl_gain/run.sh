@@ -20,7 +20,8 @@
 #   EVAL_PROMPTS=20 ... run.sh                     evaluate on the first 20 held-out problems only (a check)
 #   THREADS=1 ... run.sh                           torch threads of the trainer (default 1: fastest for this model
 #                                                  on a shared 2-core machine)
-#   RL_SETS="beta=0.04" ... run.sh                 extra --set options for every RL arm (space-separated key=value)
+#   RL_SETS="beta=0.0" ... run.sh                  extra --set options for every RL arm (space-separated key=value;
+#                                                  beta=0.0 is the no-KL setting of the docs' second table)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # runs from a checkout without installing
