@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_server.admission import QueueFull
 from reward_server.jsonio import SafeJSONResponse
-from reward_server.middleware import DRAIN_RETRY_AFTER_S, request_info
+from reward_server.middleware import DRAIN_RETRY_AFTER_S, note_refused
 from reward_server.routers.cancel import ClientGone, ServerStopping
 
 logger = logging.getLogger("reward_server")
@@ -59,9 +59,7 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(QueueFull)
     async def queue_full(request: Request, exc: QueueFull) -> SafeJSONResponse:
         # The batch is refused whole; Retry-After says when the queue should have room for it.
-        info = request_info(request.scope)
-        if info is not None:
-            info.refused = "queue_full"
+        note_refused(request.scope, "queue_full")
         return SafeJSONResponse(
             status_code=429, content={"detail": str(exc)}, headers={"Retry-After": str(exc.retry_after_s)}
         )
@@ -73,9 +71,7 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServerStopping)
     async def server_stopping(request: Request, exc: ServerStopping) -> SafeJSONResponse:
-        info = request_info(request.scope)
-        if info is not None:
-            info.refused = "drain_cancelled"
+        note_refused(request.scope, "drain_cancelled")
         return SafeJSONResponse(
             status_code=503,
             content={"detail": "the server shut down before this request was answered; retry on another server"},

@@ -71,6 +71,13 @@ def request_info(scope: Scope) -> RequestInfo | None:
     return info
 
 
+def note_refused(scope: Scope, reason: str) -> None:
+    """Record why the request was refused (``queue_full``, ``draining``, ...), for its log line and metrics."""
+    info = request_info(scope)
+    if info is not None:
+        info.refused = reason
+
+
 def note_items(scope: Scope, statuses: Iterable[str]) -> None:
     """Record the statuses of the items a request scored, for its log line."""
     info = request_info(scope)
@@ -201,9 +208,7 @@ class ApiKeyAuth:
         token = bearer_token(dict(scope["headers"]).get(b"authorization"))
         index = None if token is None else self.keys.match(token)
         if index is None:
-            info = request_info(scope)
-            if info is not None:
-                info.refused = "no_api_key" if token is None else "wrong_api_key"
+            note_refused(scope, "no_api_key" if token is None else "wrong_api_key")
             challenge = 'Bearer realm="rlvr"' if token is None else 'Bearer realm="rlvr", error="invalid_token"'
             detail = (
                 "this server needs an API key: send 'Authorization: Bearer <key>' (the client reads RLVR_API_KEY)"
@@ -254,7 +259,6 @@ class AdmissionGate:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        info = request_info(scope)
         if self.drain.draining and path == "/readyz":
             await _answer(send, 503, {"ready": False, "draining": True, "checks": {"draining": True}})
             return
@@ -262,8 +266,7 @@ class AdmissionGate:
             await self.app(scope, receive, send)
             return
         if self.drain.draining:
-            if info is not None:
-                info.refused = "draining"
+            note_refused(scope, "draining")
             await _answer(
                 send,
                 503,
@@ -274,8 +277,7 @@ class AdmissionGate:
         if scope["method"] == "POST":
             declared = _declared_items(scope)
             if declared is not None and declared > self.budget.max_items:
-                if info is not None:
-                    info.refused = "too_many_items"
+                note_refused(scope, "too_many_items")
                 detail = (
                     f"the request declares {declared} items ({ITEMS_HEADER}), more than this server ever holds at "
                     f"once ({self.budget.max_items}, RLVR_MAX_QUEUED_ITEMS): split the batch"
@@ -284,8 +286,7 @@ class AdmissionGate:
                 return
             if self.budget.full or (declared is not None and self.budget.queued + declared > self.budget.max_items):
                 refusal = self.budget.refusal(declared or 1)
-                if info is not None:
-                    info.refused = "queue_full"
+                note_refused(scope, "queue_full")
                 retry_after = [(b"retry-after", str(refusal.retry_after_s).encode())]
                 await _answer(send, 429, {"detail": str(refusal)}, retry_after)
                 return
@@ -347,9 +348,7 @@ class AdmissionGate:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         if not started:
-            info = request_info(scope)
-            if info is not None:
-                info.refused = "drain_cancelled"
+            note_refused(scope, "drain_cancelled")
             await _answer(
                 send,
                 503,
