@@ -55,12 +55,14 @@ class PoolLoad(Protocol):
 
 
 class QueueFull(Exception):
-    """The items of a request do not fit under ``RLVR_MAX_QUEUED_ITEMS``; ``retry_after_s`` says when to retry."""
+    """The items of a request do not fit under ``RLVR_MAX_QUEUED_ITEMS``, or their work under
+    ``RLVR_MAX_QUEUED_WORK``; ``retry_after_s`` says when to retry."""
 
-    def __init__(self, items: int, queued: int, limit: int, retry_after_s: int) -> None:
+    def __init__(self, items: float, queued: float, limit: float, retry_after_s: int, what: str = "items") -> None:
+        setting = "RLVR_MAX_QUEUED_ITEMS" if what == "items" else "RLVR_MAX_QUEUED_WORK"
         super().__init__(
-            f"the server is at capacity: {queued} items are queued and {items} more would pass the limit of "
-            f"{limit} (RLVR_MAX_QUEUED_ITEMS); retry in {retry_after_s} s or on another server"
+            f"the server is at capacity: {queued:g} {what} are queued and {items:g} more would pass the limit of "
+            f"{limit:g} ({setting}); retry in {retry_after_s} s or on another server"
         )
         self.retry_after_s = retry_after_s
 
@@ -74,6 +76,11 @@ class ItemBudget:
         clock: monotonic seconds (tests pass a fake one).
         pool: the worker pool whose backlog and drain rate ``Retry-After`` accounts for (a function, since the pool
             starts after the budget is made; it returns ``None`` until then).
+        max_work: the bound on queued work units (``RLVR_MAX_QUEUED_WORK``, see :mod:`reward_server.engine.work`);
+            ``None``: none. A request of more work than the bound is admitted only when nothing else is queued.
+        budget_s: the request budget for ``reference_work`` units (``RLVR_REQUEST_BUDGET_S``); ``None``: none.
+        budget_max_s: the most a request's scaled budget may reach (``RLVR_REQUEST_BUDGET_MAX_S``).
+        reference_work: the work ``budget_s`` is sized for (a full batch of plain items, ``RLVR_MAX_BATCH_ITEMS``).
     """
 
     def __init__(
@@ -82,15 +89,24 @@ class ItemBudget:
         window_s: float = RATE_WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
         pool: Callable[[], PoolLoad | None] = lambda: None,
+        max_work: float | None = None,
+        budget_s: float | None = None,
+        budget_max_s: float | None = None,
+        reference_work: float = 4096.0,
     ):
         if max_items < 1:
             raise ValueError(f"max_items must be >= 1, got {max_items}")
         self.max_items = max_items
+        self.max_work = max_work
+        self.budget_s = budget_s
+        self.budget_max_s = budget_max_s
+        self.reference_work = reference_work
+        self.work = 0.0
         self.window_s = window_s
         self._clock = clock
         self._pool = pool
         self.queued = 0
-        self._answered: deque[tuple[float, int]] = deque()  # (when, items) of answered requests
+        self._answered: deque[tuple[float, int, float]] = deque()  # (when, items, work) of answered requests
 
     @property
     def full(self) -> bool:
@@ -102,7 +118,12 @@ class ItemBudget:
         now = self._clock()
         while self._answered and self._answered[0][0] < now - self.window_s:
             self._answered.popleft()
-        return sum(n for _, n in self._answered) / self.window_s
+        return sum(n for _, n, _ in self._answered) / self.window_s
+
+    def work_rate(self) -> float:
+        """Work units answered per second over the last ``window_s`` (0.0 when none were)."""
+        self.answer_rate()  # drops what left the window
+        return sum(w for _, _, w in self._answered) / self.window_s
 
     def retry_after_s(self, items: int) -> int:
         """Whole seconds until a request of ``items`` would fit and start, within the bounds above.
@@ -135,21 +156,55 @@ class ItemBudget:
         """The :class:`QueueFull` for a request of ``items`` refused now."""
         return QueueFull(items, self.queued, self.max_items, self.retry_after_s(items))
 
+    def work_fits(self, work: float) -> bool:
+        """``work`` more units fit under ``max_work`` now (always, with no bound; alone, whatever its size)."""
+        return self.max_work is None or self.work == 0 or self.work + work <= self.max_work
+
+    def work_refusal(self, items: int, work: float) -> QueueFull:
+        """The :class:`QueueFull` for a request of ``work`` units that does not fit now."""
+        assert self.max_work is not None
+        retry_after_s = self.retry_after_s(items)
+        rate = self.work_rate()
+        if rate > 0:  # the queued work that must drain before this fits, at the rate work was answered
+            wait = (self.work + work - self.max_work) / rate
+            retry_after_s = max(retry_after_s, min(MAX_RETRY_AFTER_S, math.ceil(wait)))
+        return QueueFull(work, self.work, self.max_work, retry_after_s, what="work units")
+
+    def scaled_budget_s(self, work: float) -> float | None:
+        """The budget of a request of ``work`` units admitted now, in seconds.
+
+        ``budget_s`` is what a request gets when the work queued ahead of it plus its own is at most
+        ``reference_work``; beyond that the budget grows in proportion, up to ``budget_max_s``. So a request admitted
+        behind a long queue gets the time to wait for it, rather than expiring items that never started.
+        """
+        if self.budget_s is None:
+            return None
+        scaled = self.budget_s * max(1.0, (self.work + work) / self.reference_work)
+        return min(scaled, max(self.budget_s, self.budget_max_s or self.budget_s))
+
     @contextlib.contextmanager
-    def admit(self, items: int) -> Iterator[None]:
-        """Hold ``items`` of the budget while the block runs (all of them or none).
+    def admit(self, items: int, work: float = 0.0) -> Iterator[float | None]:
+        """Hold ``items`` and ``work`` units of the budget while the block runs (all of them or none); the block
+        gets the request's budget in seconds (:meth:`scaled_budget_s`, ``None`` without one).
 
         Raises:
             QueueFull: they do not fit now.
         """
         if self.queued + items > self.max_items:
             raise self.refusal(items)
+        if not self.work_fits(work):
+            raise self.work_refusal(items, work)
+        budget_s = self.scaled_budget_s(work)
         self.queued += items
+        self.work += work
         try:
-            yield
+            yield budget_s
         finally:
             self.queued -= items
-            self._answered.append((self._clock(), items))
+            self.work -= work
+            if self.queued == 0:
+                self.work = 0.0  # no float drift once empty
+            self._answered.append((self._clock(), items, work))
 
 
 class Drain:

@@ -41,9 +41,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     metrics = Metrics()
     # Retry-After counts the math pool's backlog once the lifespan has started it.
-    budget = ItemBudget(settings.max_queued_items, pool=lambda: app_math_pool(app))
+    budget = ItemBudget(
+        settings.max_queued_items,
+        pool=lambda: app_math_pool(app),
+        max_work=settings.max_queued_work,
+        budget_s=settings.request_budget_s,
+        budget_max_s=settings.request_budget_max_s,
+        reference_work=float(settings.max_batch_items),
+    )
     drain = Drain()
     metrics.queued_items.set_function(lambda: budget.queued)
+    metrics.queued_work.set_function(lambda: budget.work)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:

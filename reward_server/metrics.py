@@ -51,6 +51,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.queued_work = Gauge(
+            "rlvr_queued_work", "Work units admitted and not yet answered (bounded by RLVR_MAX_QUEUED_WORK)", registry=r
+        )
+        self.slow_reference_items = Counter(
+            "rlvr_slow_reference_items_total",
+            "Items scored whose reference was known slow (an earlier item with it timed out)",
+            registry=r,
+        )
         self.connections_closed = Counter(
             "rlvr_connections_closed_total",
             "Connections closed for a slow or oversized client: header_timeout, header_too_large, linger",

@@ -34,8 +34,9 @@ from typing import Any
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reward_server.admission import Drain, ItemBudget
+from reward_server.admission import Drain, ItemBudget, QueueFull
 from reward_server.auth import ApiKeys, bearer_token
+from reward_server.engine.work import body_work
 from reward_server.metrics import Metrics
 
 access_logger = logging.getLogger("reward_server.access")
@@ -235,13 +236,20 @@ def _declared_items(scope: Scope) -> int | None:
     return int(value) if value.isdigit() and len(value) <= 9 else None
 
 
+async def _refuse_full(scope: Scope, send: Send, refusal: QueueFull) -> None:
+    note_refused(scope, "queue_full")
+    await _answer(send, 429, {"detail": str(refusal)}, [(b"retry-after", str(refusal.retry_after_s).encode())])
+
+
 class AdmissionGate:
     """What the server refuses before reading a body, and the drain's view of requests in flight.
 
     * While draining: ``/readyz`` answers 503, and a ``/v1/*`` request 503 with ``Retry-After``.
     * While the item budget is full (nothing fits), or when the items a ``POST /v1/*`` declares in
       :data:`ITEMS_HEADER` do not fit: 429 with ``Retry-After`` at once, its body unread; more items declared than
-      the budget ever holds: 413. (A request that passes here may still get a 429 from its router, once its
+      the budget ever holds: 413. A body whose ``Content-Length`` is more work than is free under
+      ``RLVR_MAX_QUEUED_WORK`` (:func:`~reward_server.engine.work.body_work`, a lower bound): 429, its body unread.
+      (A request that passes here may still get a 429 from its router, once its
       items are counted.)
     * A ``/v1/*`` request is in flight for the drain until it is answered; when the drain gives up on it
       (``Drain.force``) it is cancelled and, if nothing was sent yet, answered 503.
@@ -285,10 +293,12 @@ class AdmissionGate:
                 await _answer(send, 413, {"detail": detail})
                 return
             if self.budget.full or (declared is not None and self.budget.queued + declared > self.budget.max_items):
-                refusal = self.budget.refusal(declared or 1)
-                note_refused(scope, "queue_full")
-                retry_after = [(b"retry-after", str(refusal.retry_after_s).encode())]
-                await _answer(send, 429, {"detail": str(refusal)}, retry_after)
+                await _refuse_full(scope, send, self.budget.refusal(declared or 1))
+                return
+            length = dict(scope["headers"]).get(b"content-length", b"")
+            work = body_work(int(length)) if length.isdigit() and len(length) <= 12 else 0.0
+            if work and not self.budget.work_fits(work):
+                await _refuse_full(scope, send, self.budget.work_refusal(declared or 1, work))
                 return
         with self.drain.request():
             await self._run_cancellable(scope, self._with_body_deadline(receive), send)

@@ -230,6 +230,23 @@ class Settings(BaseSettings):
         description="Items admitted and not yet answered, over all requests. A request that would pass it is "
         "refused whole with 429 and a Retry-After from the rate at which items are answered.",
     )
+    max_queued_work: float = Field(
+        32768.0,
+        gt=0,
+        description="Work units admitted and not yet answered, over all requests (issue 24). One unit is a plain "
+        "item: one cheap component on up to 10,000 characters; longer text, sandboxed code and references known "
+        "to be slow weigh more (see `reward_server/engine/work.py`). A request that would pass it is refused "
+        "whole with 429 and a Retry-After from the rate work is answered; one larger than the bound is admitted "
+        "only when nothing else is queued.",
+    )
+    request_budget_max_s: float = Field(
+        110.0,
+        gt=0,
+        le=3600,
+        description="The most a request's budget grows to: RLVR_REQUEST_BUDGET_S holds for a full batch of plain "
+        "items queued, and scales with the work queued ahead of a request and its own up to this (stated in the "
+        "answer's `X-RLVR-Budget-S`). Keep it under the client's timeout (120 s by default).",
+    )
     drain_s: float = Field(
         30.0,
         ge=0,

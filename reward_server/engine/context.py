@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from reward_server.engine.pool import WorkerPool
 from reward_server.engine.reward_models import ModelCatalog, RewardModels
+from reward_server.engine.work import SlowReferences
 from reward_server.metrics import Metrics
 from reward_server.schemas.math import MathOptionsModel
 from sandbox import Limits, Sandbox
@@ -25,6 +26,9 @@ class ScoringContext:
         math_timeout_s: default per-item limit; ``math_max_timeout_s`` caps a request's ``timeout_s``.
         request_budget_s: the most a batch may take; what is not scored by then is ``timeout`` (see
             :func:`~reward_server.engine.batch.score_batch`). ``None``: no budget.
+        request_budget_max_s: the most a request's pool items may wait past ``request_budget_s`` while they
+            are still being scored (see :func:`~reward_server.engine.dispatch.score_components`).
+        slow_references: references whose items timed out before (:mod:`reward_server.engine.work`).
         sandbox: the code sandbox, or ``None`` where code execution is unavailable (``sandbox_unavailable``
             says why).
         code_limits / code_max_limits: a code run's default limits, and the most a request may ask for.
@@ -36,6 +40,8 @@ class ScoringContext:
     math_timeout_s: float = 5.0
     math_max_timeout_s: float = 30.0
     request_budget_s: float | None = 60.0
+    request_budget_max_s: float | None = None
+    slow_references: SlowReferences = field(default_factory=SlowReferences)
     metrics: Metrics | None = None
     sandbox: Sandbox | None = None
     sandbox_unavailable: str | None = None

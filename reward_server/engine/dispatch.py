@@ -101,6 +101,7 @@ async def score_components(
     ctx: ScoringContext,
     *,
     drain_stop: asyncio.Event | None = None,
+    budget_s: float | None = None,
 ) -> list[RewardResult]:
     """The components of a validated batch; results in item order, exactly one per item.
 
@@ -111,6 +112,13 @@ async def score_components(
     no score when ``ctx.request_budget_s`` runs out is ``timeout``, so a batch never takes much longer
     than its budget. When ``drain_stop`` is set first (the server's drain ran out of time at shutdown), what has no
     score yet is :data:`CANCELLED` instead, and the finished items keep their results.
+
+    ``budget_s`` (default ``ctx.request_budget_s``) is the request's budget as admission scaled it. When it runs
+    out while items are still on the pool (queued behind slow items, or running under their own ``timeout_s``),
+    the wait goes on up to ``ctx.request_budget_max_s`` from the start: a pool item's own limit bounds its run,
+    so the budget expires only what could not even start by then. A reference whose item timed out is remembered
+    as slow (``ctx.slow_references``); an item whose reference was known slow is flagged
+    ``info.slow_reference`` on its ``accuracy`` and counted in ``rlvr_slow_reference_items_total``.
     """
     start = time.perf_counter()
     done: list[dict[str, ComponentScore]] = [{} for _ in items]
@@ -154,7 +162,9 @@ async def score_components(
     elsewhere = [asyncio.ensure_future(run_async(i, r)) for i, r in to_sandbox]
     if to_thread:
         elsewhere.append(asyncio.ensure_future(asyncio.to_thread(_in_thread, to_thread, thread_out, stop)))
-    budget_s = ctx.request_budget_s
+    if budget_s is None:
+        budget_s = ctx.request_budget_s
+    known_slow = [i for i, item in enumerate(items) if item.ground_truth in ctx.slow_references]
     late_status, late_detail = "timeout", _budget_detail(budget_s or 0.0)
     drained = asyncio.ensure_future(drain_stop.wait()) if drain_stop is not None else None
     try:
@@ -162,6 +172,12 @@ async def score_components(
             work = asyncio.ensure_future(asyncio.wait([*on_pool, *elsewhere]))
             waiting = [work, *([drained] if drained is not None else [])]
             await asyncio.wait(waiting, timeout=budget_s, return_when=asyncio.FIRST_COMPLETED)
+            hard_s = ctx.request_budget_max_s
+            pool_busy = not work.done() and any(not t.done() for t in on_pool)
+            if pool_busy and budget_s is not None and hard_s is not None and hard_s > budget_s:
+                left_s = hard_s - (time.perf_counter() - start)
+                if left_s > 0 and not (drain_stop is not None and drain_stop.is_set()):
+                    await asyncio.wait(waiting, timeout=left_s, return_when=asyncio.FIRST_COMPLETED)
             work.cancel()
             late = [t for t in (*on_pool, *elsewhere) if not t.done()]
             if late:
@@ -190,6 +206,7 @@ async def score_components(
         combine(item, comps, done[i], fields[i], late_status, late_detail, tally)
         for i, (item, comps) in enumerate(zip(items, resolved, strict=True))
     ]
+    _note_slow_references(items, results, known_slow, ctx, late_detail)
     if ctx.metrics is not None:
         # One update per (component, status) and per task, not per item: label lookups cost microseconds.
         m = ctx.metrics
@@ -203,6 +220,28 @@ async def score_components(
         for _ in items:
             latency.observe(elapsed)
     return results
+
+
+def _note_slow_references(
+    items: list[RewardItem],
+    results: list[RewardResult],
+    known_slow: list[int],
+    ctx: ScoringContext,
+    budget_detail: str,
+) -> None:
+    """Remember the references whose ``accuracy`` timed out under its own limit (not the request's budget,
+    ``budget_detail``); flag the items whose reference was known slow."""
+    for item, result in zip(items, results, strict=True):
+        accuracy = result.components.get("accuracy")
+        own_timeout = accuracy is not None and accuracy.status == "timeout" and accuracy.detail != budget_detail
+        if own_timeout and item.ground_truth:
+            ctx.slow_references.add(item.ground_truth)
+    for i in known_slow:
+        accuracy = results[i].components.get("accuracy")
+        if accuracy is not None:
+            accuracy.info["slow_reference"] = True
+    if known_slow and ctx.metrics is not None:
+        ctx.metrics.slow_reference_items.inc(len(known_slow))
 
 
 async def run_math(

@@ -87,6 +87,7 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
             math_timeout_s=settings.math_timeout_s,
             math_max_timeout_s=settings.math_max_timeout_s,
             request_budget_s=settings.request_budget_s,
+            request_budget_max_s=settings.request_budget_max_s,
             metrics=metrics,
             sandbox=sandbox,
             sandbox_unavailable=sandbox_unavailable,

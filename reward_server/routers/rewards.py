@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from reward_server.deps import ScoringDep, SettingsDep, get_budget, get_drain
 from reward_server.engine.batch import score_batch
+from reward_server.engine.components import Where
 from reward_server.engine.context import ScoringContext
-from reward_server.engine.resolve import ComponentSpecError, validate_request
+from reward_server.engine.resolve import ComponentSpecError, ResolvedComponent, validate_request
+from reward_server.engine.work import batch_work
 from reward_server.jsonio import JSONBodyRoute
 from reward_server.middleware import note_items
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_batch_limits, check_program_limits
-from reward_server.schemas.rewards import RewardResult, RewardsRequest, RewardsResponse
+from reward_server.schemas.rewards import RewardItem, RewardResult, RewardsRequest, RewardsResponse
 from reward_server.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
+
+#: The response header that states the request's budget in seconds, as admission scaled it.
+BUDGET_HEADER = "X-RLVR-Budget-S"
 
 
 @router.post(
@@ -32,9 +37,24 @@ router = APIRouter(prefix="/v1", tags=["rewards"], route_class=JSONBodyRoute)
     },
 )
 async def rewards(
-    request: RewardsRequest, http: Request, settings: SettingsDep, scoring: ScoringDep
+    request: RewardsRequest, http: Request, response: Response, settings: SettingsDep, scoring: ScoringDep
 ) -> RewardsResponse:
-    return RewardsResponse(results=await score_request(request, http, settings, scoring))
+    results = await score_request(request, http, settings, scoring)
+    budget_s = getattr(http.state, "budget_s", None)
+    if budget_s is not None:
+        response.headers[BUDGET_HEADER] = f"{budget_s:g}"
+    return RewardsResponse(results=results)
+
+
+def request_work(items: list[RewardItem], resolved: list[list[ResolvedComponent]], scoring: ScoringContext) -> float:
+    """The work units of a validated batch (:mod:`reward_server.engine.work`)."""
+    pairs = zip(items, resolved, strict=True)
+    return batch_work(
+        [len(item.response) + len(item.ground_truth or "") for item in items],
+        [any(r.component.where_for(item.task) is Where.ASYNC for r in comps) for item, comps in pairs],
+        [item.ground_truth for item in items],
+        scoring.slow_references,
+    )
 
 
 async def score_request(
@@ -46,7 +66,8 @@ async def score_request(
 
     Raises:
         HTTPException: 413, more items than ``max_batch_items``.
-        QueueFull: the items do not fit under ``RLVR_MAX_QUEUED_ITEMS`` now (the app answers 429).
+        QueueFull: the items do not fit under ``RLVR_MAX_QUEUED_ITEMS``, or their work under
+            ``RLVR_MAX_QUEUED_WORK``, now (the app answers 429).
         RequestValidationError: a field over a limit or a bad component; ``loc`` is the batch's
             (``("body", "items", i, ...)``).
     """
@@ -61,7 +82,9 @@ async def score_request(
     # The batch is admitted whole or refused whole (429, QueueFull); at shutdown, items still unscored when
     # the drain runs out of time come back `cancelled`.
     budget, drain = get_budget(http), get_drain(http)
-    with budget.admit(len(items)):
-        results = await unless_disconnected(http, score_batch(items, resolved, scoring, drain_stop=drain.stop))
+    with budget.admit(len(items), request_work(items, resolved, scoring)) as budget_s:
+        http.state.budget_s = budget_s
+        scored = score_batch(items, resolved, scoring, drain_stop=drain.stop, budget_s=budget_s)
+        results = await unless_disconnected(http, scored)
     note_items(http.scope, (r.status for r in results))
     return results

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from reward_server.app import create_app
 from reward_server.engine.reward_models import ModelCatalog
+from reward_server.engine.work import SlowReferences
 from reward_server.middleware import ITEMS_HEADER
 from reward_server.settings import Settings
 
@@ -212,7 +213,9 @@ def _ready_without_workers(app: FastAPI) -> None:
     """What the router reads of a started engine before it admits a batch: ready, and the (empty) model catalog.
     A refused batch goes no further."""
     catalog = ModelCatalog.from_settings(app.state.settings)
-    app.state.scoring = SimpleNamespace(math_pool=SimpleNamespace(ready=True), models=catalog)
+    app.state.scoring = SimpleNamespace(
+        math_pool=SimpleNamespace(ready=True), models=catalog, slow_references=SlowReferences()
+    )
 
 
 @pytest.mark.parametrize("status", [429, 503])
