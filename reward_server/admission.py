@@ -27,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
 
@@ -207,34 +208,78 @@ class ItemBudget:
             self._answered.append((self._clock(), items, work))
 
 
+@dataclass(eq=False)
+class InFlight:
+    """One request in flight, for the drain: its arrival order, its work once admitted (``None`` before), and the
+    event that tells its middleware to end it whole (a 503 if nothing was sent yet)."""
+
+    seq: int
+    work: float | None = None
+    cut: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class Drain:
     """The server's drain: requests in flight, and the state SIGTERM moves through.
 
     ``draining`` is True from the signal on: the middleware refuses new requests with 503 and ``/readyz`` answers
-    503. ``stop`` is set once ``RLVR_DRAIN_S`` has passed with requests still running: scoring then returns its
+    503. The requests in flight are then kept **in arrival order** while their admitted work fits what the server
+    answers in ``RLVR_DRAIN_S`` at the measured work rate (``work_rate``); the later ones are ended whole at once
+    (503 with ``Retry-After``, their items unscored, so their client sends the whole batch elsewhere) and their
+    workers go to the kept ones. A drain so leaves whole groups: a trainer gets each batch whole or not at all,
+    rather than every batch with a share of ``cancelled`` items. With no rate measured yet, every request is kept.
+    ``stop`` is set once ``RLVR_DRAIN_S`` has passed with requests still running: scoring then returns its
     unfinished items as ``cancelled``. ``force`` is set :data:`CANCEL_GRACE_S` later: whatever is still running is
     cancelled and answered 503.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, work_rate: Callable[[], float] = lambda: 0.0) -> None:
         self.draining = False
         self.in_flight = 0
         self.stop = asyncio.Event()
         self.force = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._work_rate = work_rate
+        self._seq = 0
+        self._requests: dict[int, InFlight] = {}
 
     @contextlib.contextmanager
-    def request(self) -> Iterator[None]:
-        """Count one request as in flight while the block runs."""
+    def request(self) -> Iterator[InFlight]:
+        """Count one request as in flight while the block runs; the block gets its :class:`InFlight`."""
         self.in_flight += 1
+        self._seq += 1
+        entry = InFlight(self._seq)
+        self._requests[entry.seq] = entry
         self._idle.clear()
         try:
-            yield
+            yield entry
         finally:
+            del self._requests[entry.seq]
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
+
+    def cut_later_requests(self, drain_s: float) -> int:
+        """End whole the requests that arrived after those whose work fits ``drain_s`` at the measured rate;
+        returns how many were ended. A request not admitted yet (its work unknown) is ended once anything is."""
+        rate = self._work_rate()
+        if rate <= 0:
+            return 0
+        room, kept, cut = rate * drain_s, 0.0, 0
+        for entry in (self._requests[seq] for seq in sorted(self._requests)):
+            if entry.work is None:
+                continue  # not admitted yet: decided below
+            if cut or kept + entry.work > room:
+                entry.cut.set()
+                cut += 1
+            else:
+                kept += entry.work
+        if cut:
+            for entry in self._requests.values():
+                if entry.work is None:
+                    entry.cut.set()
+                    cut += 1
+        return cut
 
     async def run(self, drain_s: float) -> None:
         """Drain: refuse new work, let requests in flight finish within ``drain_s``, then cancel what is left."""
@@ -245,6 +290,9 @@ class Drain:
             self.in_flight,
             drain_s,
         )
+        cut = self.cut_later_requests(drain_s)
+        if cut:
+            logger.warning("drain: %d later request(s) ended whole (503), to finish the earlier ones whole", cut)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), drain_s)
         if self.in_flight:

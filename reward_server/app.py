@@ -49,7 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         budget_max_s=settings.request_budget_max_s,
         reference_work=float(settings.max_batch_items),
     )
-    drain = Drain()
+    drain = Drain(work_rate=budget.work_rate)
     metrics.queued_items.set_function(lambda: budget.queued)
     metrics.queued_work.set_function(lambda: budget.work)
 

@@ -34,7 +34,7 @@ from typing import Any
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reward_server.admission import Drain, ItemBudget, QueueFull
+from reward_server.admission import Drain, InFlight, ItemBudget, QueueFull
 from reward_server.auth import ApiKeys, bearer_token
 from reward_server.engine.work import body_work
 from reward_server.metrics import Metrics
@@ -46,6 +46,8 @@ request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("rlv
 
 #: Where a request's :class:`RequestInfo` lives in its ASGI scope.
 REQUEST_INFO = "rlvr.request"
+#: Where a ``/v1/*`` request's :class:`~reward_server.admission.InFlight` (for the drain) lives in its ASGI scope.
+IN_FLIGHT = "rlvr.in_flight"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 #: Probes and scrapes are logged at DEBUG: a Kubernetes readiness probe alone is a line every 5 s.
 _QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -77,6 +79,13 @@ def note_refused(scope: Scope, reason: str) -> None:
     info = request_info(scope)
     if info is not None:
         info.refused = reason
+
+
+def note_work(scope: Scope, work: float) -> None:
+    """Record the work units a request was admitted with, for the drain's order (see :class:`Drain`)."""
+    entry: InFlight | None = scope.get(IN_FLIGHT)
+    if entry is not None:
+        entry.work = work
 
 
 def note_items(scope: Scope, statuses: Iterable[str]) -> None:
@@ -252,7 +261,8 @@ class AdmissionGate:
       (A request that passes here may still get a 429 from its router, once its
       items are counted.)
     * A ``/v1/*`` request is in flight for the drain until it is answered; when the drain gives up on it
-      (``Drain.force``) it is cancelled and, if nothing was sent yet, answered 503.
+      (``Drain.force``), or ends it whole as a later arrival (its ``InFlight.cut``), it is cancelled and, if
+      nothing was sent yet, answered 503.
     * The whole body must arrive within ``body_timeout_s`` of the headers, else 408 and the connection closes.
     """
 
@@ -300,8 +310,9 @@ class AdmissionGate:
             if work and not self.budget.work_fits(work):
                 await _refuse_full(scope, send, self.budget.work_refusal(declared or 1, work))
                 return
-        with self.drain.request():
-            await self._run_cancellable(scope, self._with_body_deadline(receive), send)
+        with self.drain.request() as entry:
+            scope[IN_FLIGHT] = entry
+            await self._run_cancellable(scope, self._with_body_deadline(receive), send, entry)
 
     def _with_body_deadline(self, receive: Receive) -> Receive:
         deadline = time.monotonic() + self.body_timeout_s
@@ -325,7 +336,7 @@ class AdmissionGate:
 
         return receive_by_deadline
 
-    async def _run_cancellable(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _run_cancellable(self, scope: Scope, receive: Receive, send: Send, entry: InFlight) -> None:
         started = False
 
         async def send_noting(message: Message) -> None:
@@ -336,13 +347,15 @@ class AdmissionGate:
 
         task = asyncio.ensure_future(self.app(scope, receive, send_noting))
         force = asyncio.ensure_future(self.drain.force.wait())
+        cut = asyncio.ensure_future(entry.cut.wait())
         try:
-            await asyncio.wait({task, force}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({task, force, cut}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # this request's own task is cancelled (uvicorn's shutdown timeout)
             task.cancel()
             raise
         finally:
             force.cancel()
+            cut.cancel()
         if task.done():
             error = task.exception()
             if error is not None:
@@ -358,7 +371,8 @@ class AdmissionGate:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         if not started:
-            note_refused(scope, "drain_cancelled")
+            later = entry.cut.is_set() and not self.drain.force.is_set()
+            note_refused(scope, "drain_cut" if later else "drain_cancelled")
             await _answer(
                 send,
                 503,

@@ -12,7 +12,7 @@ from reward_server.engine.context import ScoringContext
 from reward_server.engine.resolve import ComponentSpecError, ResolvedComponent, validate_request
 from reward_server.engine.work import batch_work
 from reward_server.jsonio import JSONBodyRoute
-from reward_server.middleware import note_items
+from reward_server.middleware import note_items, note_work
 from reward_server.routers.cancel import unless_disconnected
 from reward_server.routers.limits import check_batch_limits, check_program_limits
 from reward_server.schemas.rewards import RewardItem, RewardResult, RewardsRequest, RewardsResponse
@@ -82,8 +82,10 @@ async def score_request(
     # The batch is admitted whole or refused whole (429, QueueFull); at shutdown, items still unscored when
     # the drain runs out of time come back `cancelled`.
     budget, drain = get_budget(http), get_drain(http)
-    with budget.admit(len(items), request_work(items, resolved, scoring)) as budget_s:
+    work = request_work(items, resolved, scoring)
+    with budget.admit(len(items), work) as budget_s:
         http.state.budget_s = budget_s
+        note_work(http.scope, work)
         scored = score_batch(items, resolved, scoring, drain_stop=drain.stop, budget_s=budget_s)
         results = await unless_disconnected(http, scored)
     note_items(http.scope, (r.status for r in results))

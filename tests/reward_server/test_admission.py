@@ -8,7 +8,7 @@ import time
 import pytest
 
 from reward_server import admission
-from reward_server.admission import Drain, ItemBudget, QueueFull
+from reward_server.admission import Drain, InFlight, ItemBudget, QueueFull
 from reward_server.engine.batch import score_batch
 from reward_server.engine.resolve import validate_batch
 from reward_server.engine.runtime import scoring_runtime
@@ -152,6 +152,40 @@ async def test_drain_stops_then_forces_what_outlives_it(monkeypatch: pytest.Monk
     await drain.run(0.05)
     assert saw == ["stop", "force"]
     task.cancel()
+
+
+async def test_drain_keeps_the_earliest_requests_whole_and_ends_the_later_ones() -> None:
+    # 100 work units answered per second; a drain of 2 s: 200 units fit.
+    drain = Drain(work_rate=lambda: 100.0)
+    entered: list[InFlight] = []
+    release = asyncio.Event()
+
+    async def request(work: float | None) -> str:
+        with drain.request() as entry:
+            entry.work = work
+            entered.append(entry)
+            cut = asyncio.ensure_future(entry.cut.wait())
+            done = asyncio.ensure_future(release.wait())
+            await asyncio.wait({cut, done}, return_when=asyncio.FIRST_COMPLETED)
+            cut.cancel()
+            done.cancel()
+            return "cut" if entry.cut.is_set() else "finished"
+
+    # In arrival order: 120 + 60 units fit; 40 more do not, and neither does anything after (20 would on its
+    # own: the drain keeps arrival order, never a later request in place of an earlier one); one not admitted yet.
+    tasks = [asyncio.ensure_future(request(w)) for w in (120.0, 60.0, 40.0, 20.0, None)]
+    await asyncio.sleep(0)
+    assert drain.cut_later_requests(2.0) == 3
+    release.set()
+    assert await asyncio.gather(*tasks) == ["finished", "finished", "cut", "cut", "cut"]
+    assert [e.seq for e in entered] == [1, 2, 3, 4, 5]
+
+
+def test_with_no_measured_rate_the_drain_keeps_every_request() -> None:
+    drain = Drain()
+    with drain.request() as entry:
+        entry.work = 1e9
+        assert drain.cut_later_requests(30.0) == 0 and not entry.cut.is_set()
 
 
 # Cancels to 4, which only ten-billion-digit arithmetic could show: it runs until its deadline (20 s here).
