@@ -85,7 +85,7 @@ async def _other_client(client: httpx.AsyncClient, stop: asyncio.Event, batch: i
     return scored, time.perf_counter() - start
 
 
-async def scenario_1(url: str, groups: int = 8, slow: int = 12, alone_s: float = 4.0) -> Scenario1:
+async def scenario_1(url: str, groups: int = 8, slow: int = 24, alone_s: float = 4.0) -> Scenario1:
     """One batch of ``groups`` x 8 items, ``slow`` of them stuck (spread through it), beside a second client."""
     n = groups * 8
     every = max(1, n // slow)
@@ -206,7 +206,7 @@ async def run_all(repo: Path, scale: float) -> dict[str, Any]:
     each printed as it ends."""
     out: dict[str, Any] = {}
     async with server_process(SERVER_ENV, repo=repo) as (_, url):
-        out["scenario_1"] = await scenario_1(url, groups=max(2, int(8 * scale)), slow=max(2, int(12 * scale)))
+        out["scenario_1"] = await scenario_1(url, groups=max(2, int(8 * scale)), slow=max(2, int(24 * scale)))
     _print("scenario_1", out["scenario_1"])
     async with server_process(SERVER_ENV, repo=repo) as (_, url):
         out["scenario_2"] = await scenario_2(url, items=max(4, int(40 * scale)))
