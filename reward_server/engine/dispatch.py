@@ -114,10 +114,10 @@ async def score_components(
     score yet is :data:`CANCELLED` instead, and the finished items keep their results.
 
     ``budget_s`` (default ``ctx.request_budget_s``) is the request's budget as admission scaled it. When it runs
-    out while items are still on the pool (queued behind slow items, or running under their own ``timeout_s``),
-    the wait goes on up to ``ctx.request_budget_max_s`` from the start: a pool item's own limit bounds its run,
-    so the budget expires only what could not even start by then. A reference whose item timed out is remembered
-    as slow (``ctx.slow_references``); an item whose reference was known slow is flagged
+    out while some of the batch's pool items have not even started (slow items held the workers), the wait goes
+    on, for every item, up to ``ctx.request_budget_max_s`` from the start: each pool item's own ``timeout_s``
+    bounds its run, so the budget does not expire items that never had a worker. A reference whose item timed out
+    is remembered as slow (``ctx.slow_references``); an item whose reference was known slow is flagged
     ``info.slow_reference`` on its ``accuracy`` and counted in ``rlvr_slow_reference_items_total``.
     """
     start = time.perf_counter()
@@ -173,8 +173,10 @@ async def score_components(
             waiting = [work, *([drained] if drained is not None else [])]
             await asyncio.wait(waiting, timeout=budget_s, return_when=asyncio.FIRST_COMPLETED)
             hard_s = ctx.request_budget_max_s
-            pool_busy = not work.done() and any(not t.done() for t in on_pool)
-            if pool_busy and budget_s is not None and hard_s is not None and hard_s > budget_s:
+            # Items that never started (slow ones held the workers) are not expired at the budget: the wait
+            # goes on up to the hard bound. Items already running when it ran out have had their turn.
+            starved = not work.done() and ctx.math_pool.flow_waiting(flow) > 0
+            if starved and budget_s is not None and hard_s is not None and hard_s > budget_s:
                 left_s = hard_s - (time.perf_counter() - start)
                 if left_s > 0 and not (drain_stop is not None and drain_stop.is_set()):
                     await asyncio.wait(waiting, timeout=left_s, return_when=asyncio.FIRST_COMPLETED)

@@ -181,6 +181,11 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ public
 
+    def flow_waiting(self, flow: Flow) -> int:
+        """Items of ``flow`` still waiting for a worker (not started)."""
+        with self._lock:
+            return sum(len(piece.indices) for piece in flow.pending)
+
     def open_flow(self) -> Flow:
         """A new request's flow, level with the flows already waiting (see :mod:`reward_server.engine.pool`)."""
         with self._lock:
