@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
-from reward_server.admission import ItemBudget, QueueFull
+import pytest
+from fastapi.testclient import TestClient
+from starlette.types import Receive, Scope, Send
+
+from reward_server.admission import Drain, ItemBudget, QueueFull
+from reward_server.app import create_app
 from reward_server.engine import work
 from reward_server.engine.work import SlowReferences, batch_work, body_work, item_work
+from reward_server.middleware import AdmissionGate, note_work
 from reward_server.settings import Settings
 from tests.reward_server.test_admission import Clock
 from tests.reward_server.test_admission_gate import Exchange, _call, _small_app
@@ -94,3 +100,59 @@ def test_the_work_settings_are_documented_and_bounded() -> None:
     assert s.max_queued_work == 5.0 and s.request_budget_max_s == 200.0
     with pytest.raises(ValueError, match="max_queued_work"):
         Settings(max_queued_work=0)
+
+
+STUCK = "\\boxed{10^{10^{10}} - 10^{10^{10}} + 1}"  # cancels to 1: only exact arithmetic could tell
+
+
+def test_a_reference_that_timed_out_is_known_slow_flagged_and_counted() -> None:
+    settings = Settings(math_workers=1, math_timeout_s=0.5, preload_language_models=False, sandbox_pool_size=1)
+    first = [{"id": "s", "response": STUCK, "ground_truth": "1"}, {"id": "n", "response": "7", "ground_truth": "7"}]
+    again = [
+        {"id": "t", "response": "\\boxed{1}", "ground_truth": "1"},
+        {"id": "m", "response": "7", "ground_truth": "7"},
+    ]
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/v1/rewards", json={"items": first})
+        assert r.status_code == 200
+        assert r.headers["X-RLVR-Budget-S"] == "60"  # two plain items: the configured budget
+        by_id = {x["id"]: x for x in r.json()["results"]}
+        assert by_id["s"]["status"] == "timeout"
+        assert "slow_reference" not in by_id["s"]["components"]["accuracy"]["info"]  # not known before
+        r = client.post("/v1/rewards", json={"items": again})
+        by_id = {x["id"]: x for x in r.json()["results"]}
+        assert by_id["t"]["reward"] == 1.0
+        assert by_id["t"]["components"]["accuracy"]["info"]["slow_reference"] is True
+        assert "slow_reference" not in by_id["m"]["components"]["accuracy"]["info"]
+        metrics = client.get("/metrics").text
+        assert "rlvr_slow_reference_items_total 1.0" in metrics
+
+
+def test_a_request_the_drain_ends_whole_is_answered_503_unscored() -> None:
+    drain = Drain(work_rate=lambda: 10.0)  # 10 units/s: a 1 s drain keeps 10 units
+    gate_budget = ItemBudget(100)
+    scored: list[str] = []
+
+    async def scoring(scope: Scope, receive: Receive, send: Send) -> None:
+        note_work(scope, float(scope["work"]))  # what the router does once it admits the batch
+        await asyncio.sleep(0.3)
+        scored.append(scope["name"])
+
+    gate = AdmissionGate(scoring, gate_budget, drain, body_timeout_s=10)
+
+    async def run() -> list[Exchange]:
+        exchanges = [Exchange([b"{}"]) for _ in range(3)]
+        calls = []
+        for name, (work_units, exchange) in zip("abc", zip((6, 4, 1), exchanges, strict=True), strict=True):
+            scope: Scope = {"type": "http", "method": "POST", "path": "/v1/rewards", "headers": []}
+            scope.update(work=work_units, name=name)
+            calls.append(asyncio.ensure_future(gate(scope, exchange.receive, exchange.send)))
+            await asyncio.sleep(0.01)  # in arrival order a, b, c
+        assert drain.cut_later_requests(1.0) == 1  # 6 + 4 fit; c (1 unit) came later and is ended whole
+        await asyncio.gather(*calls)
+        return exchanges
+
+    a, b, c = asyncio.run(run())
+    assert scored == ["a", "b"]
+    assert c.status == 503 and c.headers["retry-after"] == "2"
+    assert a.sent == [] and b.sent == []  # the stand-in app answers nothing itself
