@@ -44,10 +44,10 @@ def test_long_batches_are_scored_whole_or_refused_at_the_door() -> None:
 
 
 def test_the_projects_client_raises_no_batch_in_a_retry_storm() -> None:
-    # 24 batches of 32 at 12 a second into a queue of 64 items: most are refused at first and retried.
+    # 60 batches of 32 at 60 a second into a queue of 64 items (two batches): some are refused and retried.
     async def run() -> None:
         async with server_process(SCENARIO_3_ENV) as (_, url):
-            s3 = await scenario_3(url, batches=24, rate=12.0, size=32)
+            s3 = await scenario_3(url, batches=60, rate=60.0, size=32)
         assert s3.raised == 0
 
     asyncio.run(run())
