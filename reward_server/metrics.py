@@ -47,7 +47,8 @@ class Metrics:
         )
         self.refused = Counter(
             "rlvr_refused_requests_total",
-            "Requests refused before scoring: queue_full (429), draining (503), unauthorized (401)",
+            "Requests refused before scoring: queue_full (429), draining (503), unauthorized (401); drain_cut (503):"
+            " ended whole by the drain to finish earlier ones",
             ["reason"],
             registry=r,
         )
