@@ -298,6 +298,17 @@ def test_judge_timeout_is_grader_error(client: TestClient, stand_in: StandIn) ->
     assert acc["info"]["judge_failure"] == "timeout" and "RLVR_JUDGE_TIMEOUT_S" in acc["detail"]
 
 
+def test_judge_past_the_request_budget_is_timeout_not_the_rules_zero(stand_in: StandIn) -> None:
+    stand_in.reset()
+    settings = Settings(
+        math_workers=1, preload_language_models=False, judge_url=stand_in.url, judge_timeout_s=10, request_budget_s=1
+    )
+    with TestClient(create_app(settings)) as c:
+        results = _post(c, [{"id": "slow", "response": "\\boxed{9}", "ground_truth": "42"}])
+    assert results[0]["reward"] is None and results[0]["status"] == "timeout"
+    assert "RLVR_REQUEST_BUDGET_S" in results[0]["components"]["accuracy"]["detail"]
+
+
 def test_without_judge_option_nothing_is_asked(client: TestClient, stand_in: StandIn) -> None:
     stand_in.reset()
     r = client.post("/v1/rewards", json={"items": [{"id": "a", "response": "\\boxed{43}", "ground_truth": "42"}]})
