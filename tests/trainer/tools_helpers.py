@@ -104,10 +104,12 @@ class ScriptedBackend:
 
 class StubToolServer:
     """A real HTTP server on 127.0.0.1 speaking the tools contract with :func:`run_product`; the first
-    ``busy`` requests are answered 503 with ``Retry-After: 0``. Records bodies and headers."""
+    ``busy`` requests are answered 503 with ``Retry-After: 0``; ``marker`` starts every stdout. Records bodies and
+    headers."""
 
-    def __init__(self, busy: int = 0) -> None:
+    def __init__(self, busy: int = 0, marker: str = "") -> None:
         self.busy = busy
+        self.marker = marker
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         stub = self
@@ -125,6 +127,7 @@ class StubToolServer:
                 results = []
                 for call in body["calls"]:
                     status, stdout, stderr = run_product(call["code"])
+                    stdout = stub.marker + stdout
                     sid = call["session_id"]
                     full = None if sid is None else (sid if "@" in sid else f"{sid}@stub-1")
                     results.append(
