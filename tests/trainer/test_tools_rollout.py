@@ -18,7 +18,7 @@ from tests.trainer.tools_helpers import (
     FakeToolClient,
     ScriptedBackend,
     StubToolServer,
-    taught_completion,
+    build_tool_model,
 )
 from trainer.algorithms.losses import grpo_loss
 from trainer.config import config_from_dict
@@ -27,25 +27,14 @@ from trainer.reward_client import RewardScorer
 from trainer.rollout.base import RolloutBatch, SamplingParams
 from trainer.rollout.forward import completion_log_probs
 from trainer.rollout.transformers_backend import TransformersBackend
-from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
 from trainer.tools.formats import make_format
 from trainer.tools.rollout import ToolBackend, tool_metrics
-
-FENCES = ["```python", "```output", "```"]
 
 
 @pytest.fixture(scope="module")
 def tool_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer Qwen2 taught (60 steps, ~1 s) to answer ``Compute a times b.`` with a python call, its output and
-    the answer (:func:`taught_completion`); the fences are single tokens."""
-    pairs = [(f"Compute {a} times {b}.", taught_completion(a, b)) for a, b in TAUGHT]
-    tokenizer = build_tokenizer([p + " " + c for p, c in pairs] * 5, vocab_size=300, extra_tokens=FENCES)
-    model = build_tiny_model(tokenizer, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, seed=0)
-    supervised_warm_up(model, tokenizer, pairs, steps=60, batch_size=8, learning_rate=3e-3)
-    path = tmp_path_factory.mktemp("tool_model")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    """A tiny model taught to call the tool (:func:`tests.trainer.tools_helpers.build_tool_model`)."""
+    return build_tool_model(tmp_path_factory.mktemp("tool_model"))
 
 
 def _tool_backend(model_dir: Path, client: Any, **kwargs: Any) -> ToolBackend:

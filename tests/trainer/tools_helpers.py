@@ -10,9 +10,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from trainer.rollout.base import Continuation, PromptEncoder, SamplingParams, StopCondition
+from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
 from trainer.tools.client import ToolRequest, ToolResult
 
 PRODUCT = re.compile(r"^print\((\d+)\s*\*\s*(\d+)\)$")
@@ -24,6 +26,20 @@ def taught_completion(a: int, b: int) -> str:
 
 
 TAUGHT = [(6, 7), (12, 3), (9, 8), (5, 5)]
+FENCES = ["```python", "```output", "```"]
+
+
+def build_tool_model(path: Path) -> Path:
+    """Save to ``path`` a 2-layer Qwen2 (32-wide heads, as vLLM's CPU attention needs) taught (60 steps, ~1 s) to
+    answer ``Compute a times b.`` with a python call, its output and the answer (:func:`taught_completion`); the
+    fences are single tokens."""
+    pairs = [(f"Compute {a} times {b}.", taught_completion(a, b)) for a, b in TAUGHT]
+    tokenizer = build_tokenizer([p + " " + c for p, c in pairs] * 5, vocab_size=300, extra_tokens=FENCES)
+    model = build_tiny_model(tokenizer, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, seed=0)
+    supervised_warm_up(model, tokenizer, pairs, steps=60, batch_size=8, learning_rate=3e-3)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
 
 
 def run_product(code: str) -> tuple[str, str, str]:
