@@ -4,6 +4,7 @@ carrying exactly no gradient, and GRPO runs with tools (overlapped scoring, a st
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -112,55 +113,72 @@ def test_tool_output_tokens_carry_exactly_no_gradient(tool_model_dir: Path) -> N
     assert all(torch.equal(g1[k], g2[k]) for k in g1)  # what sits on tool positions never reaches the weights
 
 
-def test_tools_in_a_grpo_run_with_overlapped_scoring_over_http(tool_model_dir: Path, tmp_path: Path) -> None:
+def test_tools_in_a_grpo_run_with_overlapped_scoring_over_http_and_resume(tool_model_dir: Path, tmp_path: Path) -> None:
+    from trainer.metrics import read_metrics
     from trainer.train import train
 
     rows = [{"prompt": f"Compute {a} times {b}.", "ground_truth": str(a * b), "task": "math"} for a, b in TAUGHT * 2]
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     stand_in = StandInServer()
-    with StubToolServer(busy=1, marker="~tool-wrote-this~") as tools:
-        config = config_from_dict(
-            {
-                "model_name_or_path": str(tool_model_dir),
-                "train_data": str(data),
-                "output_dir": str(tmp_path / "run"),
-                "max_steps": 2,
-                "prompt_batch_size": 4,
-                "num_generations": 2,
-                "rollout_chunk_prompts": 2,
-                "overlap_scoring": True,
-                "max_completion_length": 40,
-                "beta": 0.04,
-                "learning_rate": 1e-3,
-                "progress_bar": False,
-                "report_to_tensorboard": False,
-                "tools": ["python"],
-                "tool_server_urls": [tools.url],
-                "tool_retry_deadline_s": 30,
-                "seed": 3,
-            }
-        )
-        scorer = RewardScorer(
-            "http://stand-in", client=httpx.AsyncClient(transport=httpx.MockTransport(stand_in)), api_key=None
-        )
+
+    def run(tools_url: str, out: str, **extra: Any) -> Any:
+        values = {
+            "model_name_or_path": str(tool_model_dir),
+            "train_data": str(data),
+            "output_dir": str(tmp_path / out),
+            "max_steps": 2,
+            "prompt_batch_size": 4,
+            "num_generations": 2,
+            "rollout_chunk_prompts": 2,
+            "overlap_scoring": True,
+            "max_completion_length": 40,
+            "beta": 0.04,
+            "learning_rate": 1e-3,
+            "progress_bar": False,
+            "report_to_tensorboard": False,
+            "tools": ["python"],
+            "tool_server_urls": [tools_url],
+            "tool_retry_deadline_s": 30,
+            "seed": 3,
+            **extra,
+        }
+        scorer = RewardScorer("http://stand-in", client=httpx.AsyncClient(transport=httpx.MockTransport(stand_in)))
         try:
-            result = train(config, scorer=scorer)
+            return train(config_from_dict(values), scorer=scorer)
         finally:
             scorer.close()
+
+    with StubToolServer(busy=1, marker="~tool-wrote-this~") as tools:
+        result = run(tools.url, "whole")
+        first_bodies = list(tools.bodies)
+        scored = list(stand_in.items)
+        # The same run stopped after step 1 (its last checkpoint removed), then resumed.
+        run(tools.url, "cut", save_steps=1)
+        shutil.rmtree(tmp_path / "cut" / "checkpoint-2")
+        resumed = run(tools.url, "cut", resume_from_checkpoint="latest")
     steps = [h for h in result.history if h["step"] > 0]
     assert len(steps) == 2
     for h in steps:
         assert h["tools/calls"] > 0 and h["tools/calls_per_completion"] <= 2
         assert h["tools/turns_per_completion"] == pytest.approx(1 + h["tools/calls_per_completion"])
-        assert h["tools/server_time_s"] >= 0.002 * h["tools/calls"] * 0.99
+        assert h["tools/server_time_s"] == pytest.approx(0.002 * h["tools/calls"])
         assert torch.isfinite(torch.tensor(h["loss/policy"]))
     # Each chunk of 2 prompts x 2 completions sent its first calls as one batch, after one retried 503.
-    call_batches = [b["calls"] for b in tools.bodies]
+    call_batches = [b["calls"] for b in first_bodies]
     assert len(call_batches[0]) == 4 and call_batches[0] == call_batches[1]
     # What the reward server scored is the model's text: never the tool's output.
-    assert len(stand_in.items) == 16 and all("~tool-wrote-this~" not in item["response"] for item in stand_in.items)
-    assert (result.checkpoint / "config.json").is_file()
+    assert len(scored) == 16 and all("~tool-wrote-this~" not in item["response"] for item in scored)
+
+    # Resume repeats the uninterrupted run exactly: same weights, same metrics (the tool calls included).
+    whole_model = AutoModelForCausalLM.from_pretrained(result.checkpoint).state_dict()
+    for name, value in AutoModelForCausalLM.from_pretrained(resumed.checkpoint).state_dict().items():
+        torch.testing.assert_close(value, whole_model[name], atol=0, rtol=0)
+
+    def without_timing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if not k.startswith(("timing/", "perf/", "tools/wait_s"))} for r in rows]
+
+    assert without_timing(read_metrics(tmp_path / "cut")) == without_timing(read_metrics(tmp_path / "whole"))
 
 
 # ------------------------------------------------------------------------------------- the loop's bookkeeping
