@@ -4,7 +4,10 @@ carrying exactly no gradient, and GRPO runs with tools (overlapped scoring, a st
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
 from tests.trainer.conftest import StandInServer
 from tests.trainer.tools_helpers import (
     TAUGHT,
@@ -179,6 +183,26 @@ def test_tools_in_a_grpo_run_with_overlapped_scoring_over_http_and_resume(tool_m
         return [{k: v for k, v in r.items() if not k.startswith(("timing/", "perf/", "tools/wait_s"))} for r in rows]
 
     assert without_timing(read_metrics(tmp_path / "cut")) == without_timing(read_metrics(tmp_path / "whole"))
+
+
+@pytest.mark.slow
+def test_tools_on_two_ddp_ranks(tool_model_dir: Path, tmp_path: Path) -> None:
+    """Each rank runs its own rows' calls in its own sessions; the tools/* metrics are summed over ranks."""
+    rows = [{"prompt": f"Compute {a} times {b}.", "ground_truth": str(a * b), "task": "math"} for a, b in TAUGHT]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    with StubToolServer() as tools:
+        args = ["-m", "tests.trainer.tools_ddp_case", str(tool_model_dir), str(data), str(tmp_path / "run"), tools.url]
+        proc = subprocess.run([*cmd, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    step = json.loads((tmp_path / "run" / "history.json").read_text())[-1]
+    sessions = [c["session_id"] for body in tools.bodies for c in body["calls"]]
+    first_calls = [s for s in sessions if "@" not in s]
+    assert step["tools/calls"] == len(sessions)  # both ranks' calls, summed
+    assert {s.split("-rank")[1][0] for s in first_calls} == {"0", "1"}  # both ranks called, each its own sessions
+    assert len(set(first_calls)) == len(first_calls)
 
 
 # ------------------------------------------------------------------------------------- the loop's bookkeeping
