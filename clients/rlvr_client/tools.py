@@ -162,3 +162,16 @@ def decode_results(payload: Any, calls: Sequence[ToolCall]) -> list[ToolResult]:
         if call.id is not None and result.id != call.id:
             raise ValueError(f"result id {result.id!r} where {call.id!r} was expected: the order is not the calls'")
     return results
+
+
+def tool_text(result: ToolResult) -> str:
+    """What the model reads back from a call: stdout, then stderr (the traceback) when there is any, then a line
+    for a status other than ``ok`` or ``error`` (a limit, or the server's fault) and for cut output."""
+    parts = [result.stdout]
+    if result.stderr:
+        parts.append(result.stderr)
+    if result.status not in ("ok", "error"):
+        parts.append(f"[{result.status}: {result.detail or 'no detail'}]")
+    if result.truncated:
+        parts.append("[output truncated]")
+    return "\n".join(p.rstrip("\n") for p in parts if p)

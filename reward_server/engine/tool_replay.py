@@ -16,8 +16,17 @@ from __future__ import annotations
 
 WRAPPER_FILE = "rlvr_tool_main.py"
 
-# Runs as __main__ in the sandbox; argv[1] is the number of cells, the last one being the new call.
-WRAPPER = r"""
+REPLAYED = b"R"
+"""Written to the result channel once the earlier cells have run (a cell that ends the interpreter stops it)."""
+FINISHED = b"F"
+"""Written once the new cell has run to its end or raised: without it the cell ended the interpreter itself
+(``os._exit``, a signal), and is not kept in the session's log."""
+
+# Runs as __main__ in the sandbox; argv[1] is the number of cells, the last one being the new call; the markers are
+# written to fd 3, the job's result channel.
+WRAPPER = (
+    f"REPLAYED, FINISHED = {REPLAYED!r}, {FINISHED!r}\n"
+    + r"""
 import os as _os
 import sys as _sys
 import traceback as _traceback
@@ -46,21 +55,33 @@ def _rlvr_run() -> None:
     _os.dup2(saved_err, 2)
     for fd in (saved_out, saved_err, null):
         _os.close(fd)
+    _mark(REPLAYED)
     name = f"cell_{count - 1}.py"
     try:
         with open(name, encoding="utf-8", errors="surrogateescape") as source:
             exec(compile(source.read(), name, "exec"), namespace)
     except SystemExit:
+        _mark(FINISHED)
         raise
     except BaseException as exc:
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
         _traceback.print_exception(type(exc), exc, tb)
         _sys.stderr.flush()
+        _mark(FINISHED)
         _sys.exit(1)
+    _mark(FINISHED)
+
+
+def _mark(what: bytes) -> None:
+    try:
+        _os.write(3, what)
+    except OSError:
+        pass
 
 
 _rlvr_run()
 """
+)
 
 
 def replay_files(cells: list[str]) -> dict[str, bytes]:

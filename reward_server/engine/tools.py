@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from reward_server.engine.tool_replay import WRAPPER_FILE, replay_files
+from reward_server.engine.tool_replay import FINISHED, REPLAYED, WRAPPER_FILE, replay_files
 from sandbox import ExecResult, Limits, Sandbox, Status
 from sandbox.languages import PYTHON
 
@@ -43,8 +43,9 @@ _FROM_SANDBOX = {
     Status.OUTPUT_LIMIT: "output_limit",
 }
 _REPLAYED = ("ok", "error")
-"""Calls whose cell joins the session's log: the ones that ran to their end or raised (as a REPL keeps their
-state). A call that hit a limit is left out: it would hit it again at every later call."""
+"""Calls whose cell joins the session's log when it ran to its end or raised (as a REPL keeps their state). A call
+that hit a limit, or ended the interpreter itself (``os._exit``), is left out: it would do it again at every later
+call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,7 @@ class ToolSessions:
 
     async def _run_one(self, sandbox: Sandbox, call: ToolCall) -> ToolResult:
         if call.session_id is None:
-            result, _ = await self._execute(sandbox, call, [], 0.0)
+            result, _, _ = await self._execute(sandbox, call, [], 0.0)
             return result
         session, full, status, why = self._session(call.session_id)
         if session is None:
@@ -198,26 +199,33 @@ class ToolSessions:
                     "(RLVR_TOOL_MAX_SESSION_CALLS); open a new one"
                 )
                 return ToolResult(call.id, "session_limit", session_id=full, detail=why)
-            result, cpu_s = await self._execute(sandbox, call, session.cells, sum(session.cpu_s))
+            result, finished, cpu_s = await self._execute(sandbox, call, session.cells, sum(session.cpu_s))
             session.last_used = self._clock()
             if self._sessions.get(full) is not session:  # closed (or expired) while the call ran
                 return dataclasses.replace(result, status="session_lost", session_id=full, detail="closed meanwhile")
-            if result.status in _REPLAYED:
+            if result.status in _REPLAYED and finished:
                 session.cells.append(call.code)
                 session.cpu_s.append(cpu_s)
         return dataclasses.replace(result, session_id=full)
 
     async def _execute(
         self, sandbox: Sandbox, call: ToolCall, earlier: list[str], replay_cpu_s: float
-    ) -> tuple[ToolResult, float]:
-        """Run ``call`` after replaying ``earlier``; the result and the CPU time of the call's own cell (s)."""
+    ) -> tuple[ToolResult, bool, float]:
+        """Run ``call`` after replaying ``earlier``: the result, whether the cell ran to its end or raised (rather
+        than end the interpreter), and the CPU time of the call's own cell (s)."""
         own = min(call.timeout_s or self.config.limits.time_s, self.config.max_time_s)
         # The replay gets the CPU time it took the first time (and half again for noise) on top of the call's own.
         limits = dataclasses.replace(self.config.limits, time_s=own + 1.5 * replay_cpu_s)
         cells = [*earlier, call.code]
         async with sandbox.job(replay_files(cells)) as job:
-            run = await job.exec((PYTHON, WRAPPER_FILE, str(len(cells))), limits=limits)
+            run = await job.exec((PYTHON, WRAPPER_FILE, str(len(cells))), limits=limits, channel=True)
         status = _FROM_SANDBOX.get(run.status, "sandbox_error")
+        detail = run.detail if status != "ok" else None
+        if status in ("ok", "error") and REPLAYED not in run.channel:
+            # Only a cell that ends the interpreter stops a replay; such a cell is never logged, so the replay
+            # differed from the first run (a cell that depends on time, randomness or the outside).
+            status, detail = "error", "the session's earlier cells did not run again as they did the first time"
+        finished = FINISHED in run.channel
         stdout, stderr, cut = self._texts(run)
         result = ToolResult(
             call.id,
@@ -227,9 +235,9 @@ class ToolSessions:
             truncated=cut,
             time_s=run.time_s,
             replayed=len(earlier),
-            detail=run.detail if status != "ok" else None,
+            detail=detail,
         )
-        return result, max(0.0, run.cpu_s - replay_cpu_s)
+        return result, finished, max(0.0, run.cpu_s - replay_cpu_s)
 
     def _texts(self, run: ExecResult) -> tuple[str, str, bool]:
         """stdout's start and stderr's end within ``max_output_chars`` each, and whether anything was cut."""

@@ -79,6 +79,8 @@ def test_session_keeps_state_between_turns(client: TestClient) -> None:
     # An error keeps the state up to it, as a REPL does; a limit hit leaves the session as it was.
     assert call(client, "m = 5\nraise RuntimeError('boom')", sid)["status"] == "error"
     assert call(client, "while True: pass", sid, timeout_s=0.3)["status"] == "timeout"
+    # So does a cell that ends the interpreter itself (it would end every later replay).
+    assert call(client, "import os\nm = 0\nos._exit(0)", sid)["status"] == "ok"
     third = call(client, "print(f(5), m)", sid)
     # The earlier turns' output is not repeated; their state is there (120 + 12, and m from the failed turn).
     assert (third["status"], third["stdout"], third["stderr"], third["replayed"]) == ("ok", "132 5\n", "", 3)
