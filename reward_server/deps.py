@@ -132,8 +132,10 @@ def get_tool_sessions(request: Request) -> ToolSessions:
             session_ttl_s=settings.tool_session_ttl_s,
             max_sessions=settings.tool_max_sessions,
             max_session_calls=settings.tool_max_session_calls,
+            max_session_bytes=settings.tool_max_session_bytes,
         )
         sessions = request.app.state.tool_sessions = ToolSessions(get_instance_id(request), config)
+        get_metrics(request).tool_sessions.set_function(lambda: sessions.open)
     return sessions
 
 

@@ -57,3 +57,6 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.tool_sessions = Gauge(
+            "rlvr_tool_sessions", "Tool sessions open (bounded by RLVR_TOOL_MAX_SESSIONS)", registry=r
+        )

@@ -279,6 +279,9 @@ class Settings(BaseSettings):
     tool_max_session_calls: int = Field(
         64, ge=1, description="Calls one session may run (each replays the earlier ones); past it: `session_limit`."
     )
+    tool_max_session_bytes: int = Field(
+        256 * 1024, ge=1, description="Source bytes one session's calls may hold in all; past it: `session_limit`."
+    )
 
     @model_validator(mode="before")
     @classmethod

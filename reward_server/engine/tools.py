@@ -60,6 +60,8 @@ class ToolConfig:
         session_ttl_s: a session unused this long is closed, in seconds.
         max_sessions: sessions open at once; a new one past it is ``session_limit``.
         max_session_calls: calls in one session's log; one more is ``session_limit``.
+        max_session_bytes: UTF-8 bytes of source in one session's log, the new call's included; more is
+            ``session_limit`` (the logs are this process's memory: at most ``max_sessions`` times this).
     """
 
     limits: Limits
@@ -68,6 +70,7 @@ class ToolConfig:
     session_ttl_s: float
     max_sessions: int
     max_session_calls: int
+    max_session_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,7 @@ class ToolResult:
 class _Session:
     cells: list[str] = field(default_factory=list)
     cpu_s: list[float] = field(default_factory=list)
+    size: int = 0
     last_used: float = 0.0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -199,6 +203,13 @@ class ToolSessions:
                     "(RLVR_TOOL_MAX_SESSION_CALLS); open a new one"
                 )
                 return ToolResult(call.id, "session_limit", session_id=full, detail=why)
+            size = len(call.code.encode("utf-8", "surrogatepass"))
+            if session.size + size > self.config.max_session_bytes:
+                why = (
+                    f"the session's calls would hold {session.size + size} bytes of source, over the "
+                    f"{self.config.max_session_bytes} one session may (RLVR_TOOL_MAX_SESSION_BYTES); open a new one"
+                )
+                return ToolResult(call.id, "session_limit", session_id=full, detail=why)
             result, finished, cpu_s = await self._execute(sandbox, call, session.cells, sum(session.cpu_s))
             session.last_used = self._clock()
             if self._sessions.get(full) is not session:  # closed (or expired) while the call ran
@@ -206,6 +217,7 @@ class ToolSessions:
             if result.status in _REPLAYED and finished:
                 session.cells.append(call.code)
                 session.cpu_s.append(cpu_s)
+                session.size += size
         return dataclasses.replace(result, session_id=full)
 
     async def _execute(

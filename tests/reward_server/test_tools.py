@@ -201,6 +201,7 @@ def test_bad_input_is_a_4xx_naming_the_field(client: TestClient, body: Any, code
 
 def test_limits_of_sessions_and_batches_and_auth() -> None:
     values = {"tool_session_ttl_s": 1.0, "tool_max_sessions": 2, "tool_max_session_calls": 3, "max_batch_items": 4}
+    values["tool_max_session_bytes"] = 64
     app = create_app(settings("local", api_keys=KEY, **values))
     with TestClient(app, headers={"Authorization": f"Bearer {KEY}"}) as c:
         require_sandbox(app)
@@ -213,12 +214,15 @@ def test_limits_of_sessions_and_batches_and_auth() -> None:
         assert "RLVR_TOOL_MAX_SESSIONS" in capped["detail"]
         assert c.delete(f"/v1/tools/sessions/{a['session_id']}").status_code == 204
         assert call(c, "x = 3", "c")["status"] == "ok"
-        # Three calls per session at most.
+        # Three calls per session at most, and 64 bytes of source.
         assert [call(c, "x += 1", b["session_id"])["status"] for _ in range(3)] == ["ok", "ok", "session_limit"]
+        big = call(c, "y = 1" + " " * 60, "c")
+        assert big["status"] == "session_limit" and "RLVR_TOOL_MAX_SESSION_BYTES" in big["detail"]
         # A session unused for its TTL is gone.
         time.sleep(1.3)
         assert call(c, "print(x)", b["session_id"])["status"] == "session_lost"
         assert call(c, "x = 1", "d")["status"] == "ok"  # the expired ones no longer count against the cap
         assert call(c, "x = 1", "e")["status"] == "ok"
         metrics = c.get("/metrics").text
-        assert 'rlvr_verdicts_total{component="tool_python",status="session_limit"} 2.0' in metrics
+        assert 'rlvr_verdicts_total{component="tool_python",status="session_limit"} 3.0' in metrics
+        assert "rlvr_tool_sessions 2.0" in metrics  # d and e (b and c expired)
