@@ -8,6 +8,7 @@ the same functions called with the request).
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -134,7 +135,12 @@ def get_tool_sessions(request: Request) -> ToolSessions:
             max_session_calls=settings.tool_max_session_calls,
             max_session_bytes=settings.tool_max_session_bytes,
         )
-        sessions = request.app.state.tool_sessions = ToolSessions(get_instance_id(request), config)
+        # Sessions live in one process's memory: with several HTTP workers each has its own, named apart, so that a
+        # call that reaches another worker is `session_lost` rather than a silently empty session.
+        instance = get_instance_id(request)
+        if settings.http_workers > 1:
+            instance = f"{instance}-{os.getpid()}"
+        sessions = request.app.state.tool_sessions = ToolSessions(instance, config)
         get_metrics(request).tool_sessions.set_function(lambda: sessions.open)
     return sessions
 
