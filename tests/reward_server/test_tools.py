@@ -3,6 +3,7 @@ share none (hostile code), session limits, statuses, and 4xx for bad input, on b
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -202,6 +203,7 @@ def test_bad_input_is_a_4xx_naming_the_field(client: TestClient, body: Any, code
 def test_limits_of_sessions_and_batches_and_auth() -> None:
     values = {"tool_session_ttl_s": 1.0, "tool_max_sessions": 2, "tool_max_session_calls": 3, "max_batch_items": 4}
     values["tool_max_session_bytes"] = 64
+    values["http_workers"] = 2  # each worker names its sessions apart
     app = create_app(settings("local", api_keys=KEY, **values))
     with TestClient(app, headers={"Authorization": f"Bearer {KEY}"}) as c:
         require_sandbox(app)
@@ -209,6 +211,7 @@ def test_limits_of_sessions_and_batches_and_auth() -> None:
         assert TestClient(app).delete("/v1/tools/sessions/a").status_code == 401
         assert c.post(URL, json={"calls": [{"code": "1"}] * 5}).status_code == 413
         a, b = call(c, "x = 1", "a"), call(c, "x = 2", "b")
+        assert a["session_id"] == f"a@{app.state.instance_id}-{os.getpid()}"
         capped = call(c, "x = 3", "c")
         assert (capped["status"], capped["stdout"]) == ("session_limit", "")
         assert "RLVR_TOOL_MAX_SESSIONS" in capped["detail"]
