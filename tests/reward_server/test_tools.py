@@ -3,15 +3,19 @@ share none (hostile code), session limits, statuses, and 4xx for bad input, on b
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from reward_server.app import create_app
+from reward_server.engine.tools import ToolCall, ToolConfig, ToolSessions
+from sandbox import ExecResult, Limits
 from tests.reward_server.test_code_api import BACKENDS, require_sandbox, settings
 
 URL = "/v1/tools/python"
@@ -229,3 +233,28 @@ def test_limits_of_sessions_and_batches_and_auth() -> None:
         metrics = c.get("/metrics").text
         assert 'rlvr_verdicts_total{component="tool_python",status="session_limit"} 3.0' in metrics
         assert "rlvr_tool_sessions 2.0" in metrics  # d and e (b and c expired)
+
+
+class FailingSandbox:
+    """A sandbox whose every run fails on our side (a container that died mid-run)."""
+
+    name = "failing"
+    alive = 1
+    runs = 0
+
+    @contextlib.asynccontextmanager
+    async def job(self, files: Any) -> AsyncIterator[FailingSandbox]:
+        yield self
+
+    async def exec(self, argv: Any, *, stdin: bytes = b"", limits: Limits, channel: bool = False) -> ExecResult:
+        self.runs += 1
+        return ExecResult.sandbox_error("the container died")
+
+
+def test_a_sandbox_fault_is_its_own_status_and_keeps_nothing() -> None:
+    config = ToolConfig(Limits(), 10.0, 100, 60.0, 4, 8, 1000)
+    sessions, sandbox = ToolSessions("inst", config), FailingSandbox()
+    [lost] = asyncio.run(sessions.run(sandbox, [ToolCall("x = 1", "s")]))  # type: ignore[arg-type]
+    assert (lost.status, lost.session_id, lost.detail) == ("sandbox_error", "s@inst", "the container died")
+    [again] = asyncio.run(sessions.run(sandbox, [ToolCall("print(1)", "s@inst")]))  # type: ignore[arg-type]
+    assert (again.status, again.replayed, sandbox.runs) == ("sandbox_error", 0, 2)  # the failed cell is not replayed
