@@ -74,3 +74,6 @@ class Metrics:
         self.judge_latency = Histogram(
             "rlvr_judge_latency_seconds", "Time of one judge call", buckets=_LATENCY_BUCKETS_S, registry=r
         )
+        self.tool_sessions = Gauge(
+            "rlvr_tool_sessions", "Tool sessions open (bounded by RLVR_TOOL_MAX_SESSIONS)", registry=r
+        )

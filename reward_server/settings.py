@@ -297,6 +297,24 @@ class Settings(BaseSettings):
         description="Which answer format the prompt asks for: TinyV's True/False, xVerify's Correct/Incorrect or "
         "CompassVerifier's A/B/C. All three are parsed whichever is asked for.",
     )
+    # Tool calls for rollouts (issue 25; docs/tools.md). Each call is also capped by the RLVR_SANDBOX_MAX_* limits.
+    tool_time_s: float = Field(5.0, gt=0, le=600, description="CPU-time limit of a tool call without `timeout_s` (s).")
+    tool_max_time_s: float = Field(30.0, gt=0, le=600, description="Largest `timeout_s` a tool call gets (s).")
+    tool_memory_mb: int = Field(512, ge=16, description="Memory (address space) limit of one session / call (MiB).")
+    tool_output_bytes: int = Field(
+        1024 * 1024, ge=1, description="stdout (and stderr) a call may write; more ends it as `output_limit`."
+    )
+    tool_max_output_chars: int = Field(
+        8192, ge=0, description="stdout and stderr returned per call, each (stdout's start, stderr's end)."
+    )
+    tool_session_ttl_s: float = Field(600.0, gt=0, description="A session unused this long is closed (s).")
+    tool_max_sessions: int = Field(4096, ge=1, description="Sessions open at once; past it: `session_limit`.")
+    tool_max_session_calls: int = Field(
+        64, ge=1, description="Calls one session may run (each replays the earlier ones); past it: `session_limit`."
+    )
+    tool_max_session_bytes: int = Field(
+        256 * 1024, ge=1, description="Source bytes one session's calls may hold in all; past it: `session_limit`."
+    )
 
     @model_validator(mode="before")
     @classmethod
