@@ -160,7 +160,7 @@ def _validate_offline(
     """Validate every item as the server would, naming the line of the first bad one."""
     from pydantic import ValidationError
 
-    from reward_server.engine.resolve import ComponentSpecError, validate_batch
+    from reward_server.engine.resolve import ComponentSpecError, check_judge, validate_batch
     from reward_server.engine.reward_models import ModelCatalog, ModelError
     from reward_server.schemas.rewards import RewardItem
     from reward_server.settings import Settings
@@ -173,11 +173,15 @@ def _validate_offline(
             err = exc.errors()[0]
             _fail(f"{path}:{n}: {'.'.join(map(str, err['loc']))}: {err['msg']}", 2)
     try:
-        catalog = ModelCatalog.from_settings(Settings())
+        settings = Settings()
+        catalog = ModelCatalog.from_settings(settings)
     except ModelError as exc:
         _fail(str(exc), 2)
     try:
-        return items, validate_batch(items, None, preset, catalog)
+        resolved = validate_batch(items, None, preset, catalog)
+        if settings.judge_url is None:
+            check_judge(resolved)
+        return items, resolved
     except ComponentSpecError as exc:
         where = f"{path}:{lines[int(exc.loc[1])]}" if exc.loc[:1] == ("items",) else str(path)
         _fail(f"{where}: {exc.msg}", 2)

@@ -27,6 +27,7 @@ from reward_server.middleware import AdmissionGate, ApiKeyAuth, BodyLimit, Reque
 from reward_server.routers import code, health, math, openrlhf, rewards, slime
 from reward_server.routers import format as format_router
 from reward_server.routers import language as language_router
+from reward_server.routers import tools as tools_router
 from reward_server.settings import Settings
 
 logger = logging.getLogger("reward_server")
@@ -103,4 +104,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(code.router)
     app.include_router(openrlhf.router)
     app.include_router(slime.router)
+    app.include_router(tools_router.router)
     return app

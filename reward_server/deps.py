@@ -7,6 +7,8 @@ the same functions called with the request).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -14,6 +16,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from reward_server.admission import Drain, ItemBudget
 from reward_server.engine.context import ScoringContext
 from reward_server.engine.pool import WorkerPool
+from reward_server.engine.tools import ToolConfig, ToolSessions
 from reward_server.metrics import Metrics
 from reward_server.settings import Settings
 from sandbox import Sandbox
@@ -112,6 +115,36 @@ def get_drain(request: Request) -> Drain:
     return drain
 
 
+def get_tool_sessions(request: Request) -> ToolSessions:
+    """The tool sessions of this app (made on the first tool call, from the settings' ``RLVR_TOOL_*``)."""
+    sessions: ToolSessions | None = getattr(request.app.state, "tool_sessions", None)
+    if sessions is None:
+        settings = get_settings(request)
+        limits = dataclasses.replace(
+            settings.sandbox_default_limits(),
+            time_s=settings.tool_time_s,
+            memory_mb=settings.tool_memory_mb,
+            output_bytes=settings.tool_output_bytes,
+        ).capped(settings.sandbox_max_limits())
+        config = ToolConfig(
+            limits=limits,
+            max_time_s=min(settings.tool_max_time_s, settings.sandbox_max_time_s),
+            max_output_chars=settings.tool_max_output_chars,
+            session_ttl_s=settings.tool_session_ttl_s,
+            max_sessions=settings.tool_max_sessions,
+            max_session_calls=settings.tool_max_session_calls,
+            max_session_bytes=settings.tool_max_session_bytes,
+        )
+        # Sessions live in one process's memory: with several HTTP workers each has its own, named apart, so that a
+        # call that reaches another worker is `session_lost` rather than a silently empty session.
+        instance = get_instance_id(request)
+        if settings.http_workers > 1:
+            instance = f"{instance}-{os.getpid()}"
+        sessions = request.app.state.tool_sessions = ToolSessions(instance, config)
+        get_metrics(request).tool_sessions.set_function(lambda: sessions.open)
+    return sessions
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 MathPoolDep = Annotated[WorkerPool, Depends(get_math_pool)]
@@ -122,3 +155,4 @@ SandboxDep = Annotated[Sandbox, Depends(get_sandbox)]
 BudgetDep = Annotated[ItemBudget, Depends(get_budget)]
 DrainDep = Annotated[Drain, Depends(get_drain)]
 InstanceIdDep = Annotated[str, Depends(get_instance_id)]
+ToolSessionsDep = Annotated[ToolSessions, Depends(get_tool_sessions)]

@@ -66,3 +66,23 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # The judge model (issue 23): which path decided each math accuracy verdict, and the judge's calls.
+        self.accuracy_paths = Counter(
+            "rlvr_accuracy_decided_total",
+            "Math accuracy verdicts by the path that decided them: rule or judge",
+            ["path"],
+            registry=r,
+        )
+        self.judge_failures = Counter(
+            "rlvr_judge_failures_total",
+            "Judge calls that gave no verdict (the item is grader_error): timeout, http_error, connection, "
+            "unparseable, over_batch",
+            ["reason"],
+            registry=r,
+        )
+        self.judge_latency = Histogram(
+            "rlvr_judge_latency_seconds", "Time of one judge call", buckets=_LATENCY_BUCKETS_S, registry=r
+        )
+        self.tool_sessions = Gauge(
+            "rlvr_tool_sessions", "Tool sessions open (bounded by RLVR_TOOL_MAX_SESSIONS)", registry=r
+        )

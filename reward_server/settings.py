@@ -281,6 +281,58 @@ class Settings(BaseSettings):
     )
     auth_metrics: bool = Field(False, description="Require a key for /metrics too (/healthz and /readyz stay open).")
 
+    # The judge model (issue 23): a generative verifier asked where the rule path refuses an answer.
+    judge_url: str | None = Field(
+        None,
+        min_length=1,
+        description="Base URL of an OpenAI-compatible server running the judge model (vLLM's or SGLang's), e.g. "
+        "`http://127.0.0.1:8001/v1`; `/chat/completions` is added. Unset: requests that ask for `judge` get 422.",
+    )
+    judge_model: str = Field(
+        "zhangchenxu/TinyV-1.5B", min_length=1, description="The model name the judge server serves (its `model`)."
+    )
+    judge_api_key: SecretStr | None = Field(None, description="Sent as `Authorization: Bearer <key>` to the judge.")
+    judge_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="Limit for one judge call; past it the item is `grader_error` (null)."
+    )
+    judge_max_concurrency: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Judge calls in flight at once, over all requests (the judge server batches what is in flight).",
+    )
+    judge_max_batch: int = Field(
+        1024,
+        ge=1,
+        description="Most items one request sends to the judge; those past it are `grader_error` (null).",
+    )
+    judge_max_tokens: int = Field(
+        256, ge=1, le=32768, description="Most tokens the judge may write per answer (`max_tokens`)."
+    )
+    judge_prompt: Literal["tinyv", "xverify", "compassverifier"] = Field(
+        "tinyv",
+        description="Which answer format the prompt asks for: TinyV's True/False, xVerify's Correct/Incorrect or "
+        "CompassVerifier's A/B/C. All three are parsed whichever is asked for.",
+    )
+    # Tool calls for rollouts (issue 25; docs/tools.md). Each call is also capped by the RLVR_SANDBOX_MAX_* limits.
+    tool_time_s: float = Field(5.0, gt=0, le=600, description="CPU-time limit of a tool call without `timeout_s` (s).")
+    tool_max_time_s: float = Field(30.0, gt=0, le=600, description="Largest `timeout_s` a tool call gets (s).")
+    tool_memory_mb: int = Field(512, ge=16, description="Memory (address space) limit of one session / call (MiB).")
+    tool_output_bytes: int = Field(
+        1024 * 1024, ge=1, description="stdout (and stderr) a call may write; more ends it as `output_limit`."
+    )
+    tool_max_output_chars: int = Field(
+        8192, ge=0, description="stdout and stderr returned per call, each (stdout's start, stderr's end)."
+    )
+    tool_session_ttl_s: float = Field(600.0, gt=0, description="A session unused this long is closed (s).")
+    tool_max_sessions: int = Field(4096, ge=1, description="Sessions open at once; past it: `session_limit`.")
+    tool_max_session_calls: int = Field(
+        64, ge=1, description="Calls one session may run (each replays the earlier ones); past it: `session_limit`."
+    )
+    tool_max_session_bytes: int = Field(
+        256 * 1024, ge=1, description="Source bytes one session's calls may hold in all; past it: `session_limit`."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _gather_keys(cls, data: Any) -> Any:

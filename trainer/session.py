@@ -499,6 +499,8 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     # checkpoint then holds only the adapter, so the engine starts from the base.
     engine_path = config.model_name_or_path if config.use_peft else str(checkpoint or config.model_name_or_path)
     backend = _make_backend(config, dist, model, tokenizer, engine_path, train_rows, session.use_bf16)
+    if config.tools:
+        backend = _with_tools(config, dist, backend, tokenizer, session.output_dir.name or "run")
     if scorer is None:
         scorer = RewardScorer.from_config(config)
     metrics_log = session.metrics_log(config, start_step)
@@ -601,3 +603,41 @@ def _make_backend(
         raise ConfigError(str(exc)) from exc
     logger.info("vLLM engine ready in %.1f s; weight sync %s", backend.engine_start_s, backend.sync_weights())
     return backend
+
+
+def _with_tools(
+    config: GRPOConfig, dist: Distributed, backend: GenerationBackend, tokenizer: PreTrainedTokenizerBase, run_name: str
+) -> GenerationBackend:
+    """``backend`` wrapped so its rollouts call the tools (:class:`trainer.tools.rollout.ToolBackend`), with an HTTP
+    client of ``tool_server_urls`` (default: the reward servers) and the reward server's API key.
+
+    Raises:
+        ConfigError: tools with FSDP on several processes (the ranks' ``generate`` calls must pair up there, and
+            tool rollouts make a different number of turns on each).
+    """
+    from rlvr_client.client import api_key_from_env
+    from trainer.tools.client import HttpToolClient
+    from trainer.tools.formats import make_format
+    from trainer.tools.rollout import ToolBackend
+
+    if dist.is_distributed and dist.fsdp:
+        raise ConfigError(
+            "tools with fsdp on several processes: FSDP's generate keeps the ranks in step, and tool rollouts take a "
+            "different number of turns on each; use DDP (fsdp: false) or one process"
+        )
+    client = HttpToolClient(
+        config.tool_server_urls or config.reward_server_urls,
+        api_key=config.reward_api_key if config.reward_api_key is not None else api_key_from_env(),
+        retry_deadline_s=config.tool_retry_deadline_s,
+    )
+    chat_turns = "<|im_start|>" in tokenizer.get_vocab()  # Qwen's template: a tool response is its own turn
+    return ToolBackend(
+        backend,
+        tokenizer,
+        client,
+        make_format(config.tool_call_format, chat_turns=chat_turns),
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
+        tool_timeout_s=config.tool_timeout_s,
+        output_max_chars=config.tool_output_max_chars,
+        session_prefix=f"{run_name}-rank{dist.rank}",
+    )

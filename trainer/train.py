@@ -62,6 +62,7 @@ from trainer.rollout.correction import SamplerCorrection
 from trainer.rollout.forward import completion_log_probs
 from trainer.session import Run, TrainResult, setup, wants_cuda
 from trainer.steps import step_tensors
+from trainer.tools.rollout import reset_tool_stats, tool_metrics
 
 logger = logging.getLogger("trainer")
 
@@ -238,10 +239,13 @@ def _log_probs_per_micro_batch(run: Run, model: torch.nn.Module, batch: RolloutB
 
 
 def score(run: Run, rollouts: Rollouts, start: StepStart) -> Scored:
-    """Phase 3: wait for the rewards of every chunk; a null reward becomes NaN."""
+    """Phase 3: wait for the rewards of every chunk; a null reward becomes NaN, as does the reward of a rollout that a
+    tool's infrastructure fault cut short (:mod:`trainer.tools.rollout`)."""
     results, wait_s = _wait_or_stop(run, rollouts.futures, start)
     start.timer.add("reward_wait", wait_s)
     rewards = torch.tensor([math.nan if r.reward is None else r.reward for r in results])  # (N,)
+    if rollouts.batch.tool_failed is not None:  # a tool's infrastructure fault cut the rollout: not the model's fault
+        rewards[rollouts.batch.tool_failed.cpu()] = math.nan
     return Scored(results=results, rewards=rewards)
 
 
@@ -258,7 +262,7 @@ def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantag
     config, dist = run.config, run.dist
     batch = rollouts.batch
     estimator = ADVANTAGE_ESTIMATORS.get(config.advantage_estimator)
-    loss_mask = batch.completion_mask.clone()  # (N, C)
+    loss_mask = batch.model_token_mask.clone()  # (N, C); tool output is context, never loss
     if config.mask_truncated_completions:
         loss_mask[batch.is_truncated] = 0
     inputs = AdvantageInputs(
@@ -595,6 +599,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             logger.info("step 0: eval pass@1 %.3f", row["eval/pass@1"])
         for step in range(run.start_step, config.max_steps):
             start = StepStart(step=step, rng=rng_state(), timer=PhaseTimer(), started_s=time.perf_counter())
+            reset_tool_stats(run.backend)  # tools/* count this step's rollouts, not the last evaluation's
             rollouts = sample(run, start)  # 1. completions; each chunk's rewards already requested
             if config.dynamic_sampling:  # 1b. DAPO: only groups whose rewards differ, sampling more to fill
                 rollouts = keep_informative_groups(run, start, rollouts)
@@ -607,6 +612,7 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             with start.timer("weight_sync"):  # 5b. the sampler takes the new weights (vLLM; nothing otherwise)
                 stats |= run.backend.sync_weights()
             row = step_metrics(dist, config, start, rollouts, scored, adv, stats)  # 6. log, evaluate, checkpoint
+            row |= tool_metrics(run.backend, dist)
             end_step(run, start, row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward/mean']:.3f}", kl=f"{row['loss/kl']:.4f}")

@@ -46,6 +46,9 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
+from rlvr_client._answers import API_KEY_ENV
+from rlvr_client._answers import decode_tools as _decode_tools
+from rlvr_client._answers import raise_for_status as _raise_for_status
 from rlvr_client.protocol import (
     ComponentResult,
     ComponentSpec,
@@ -53,6 +56,15 @@ from rlvr_client.protocol import (
     RewardResult,
     RewardServerError,
     StepScore,
+)
+from rlvr_client.tools import (
+    SESSIONS_PATH,
+    TOOLS_PATH,
+    SessionPins,
+    ToolCall,
+    ToolResult,
+    as_calls,
+    request_headers,
 )
 
 __all__ = [
@@ -64,6 +76,8 @@ __all__ = [
     "RewardResult",
     "RewardServerError",
     "StepScore",
+    "ToolCall",
+    "ToolResult",
     "api_key_from_env",
     "client_from_env",
     "server_urls_from_env",
@@ -77,8 +91,6 @@ CONNECT_TIMEOUT_S = 10.0
 RETRY_STATUS_CODES = frozenset({429, 502, 503, 504})
 #: The environment variable with the server URL(s), comma-separated, for adapters the framework gives no URL.
 SERVER_URL_ENV = "RLVR_SERVER_URL"
-#: The environment variable with the API key sent as ``Authorization: Bearer <key>``.
-API_KEY_ENV = "RLVR_API_KEY"
 #: The header that tells the server how many items a request holds, so that a batch that cannot fit is refused
 #: before its body is sent on (the server's ``reward_server.middleware.ITEMS_HEADER``).
 ITEMS_HEADER = "X-RLVR-Items"
@@ -237,17 +249,7 @@ def _decode(response: httpx.Response, items: Sequence[RewardItem], url: str) -> 
     Raises:
         RewardServerError: a non-2xx answer, malformed JSON, or ids that do not match the request's.
     """
-    if response.status_code >= 400:
-        hint = ""
-        if response.status_code == 413:
-            hint = " (the batch exceeds the server's max_batch_items: lower the client's max_batch_items)"
-        elif response.status_code == 401:
-            hint = f" (the server needs an API key: pass api_key= or set {API_KEY_ENV})"
-        raise RewardServerError(
-            f"{url}{REWARDS_PATH} answered {response.status_code}{hint}: {response.text[:500]}",
-            status_code=response.status_code,
-            url=url,
-        )
+    _raise_for_status(response, url, REWARDS_PATH)
     try:
         raw = response.json()["results"]
     except (ValueError, KeyError, TypeError) as exc:
@@ -319,6 +321,7 @@ def client_from_env(**kwargs: Any) -> RewardClient:
 
 
 _HttpClient = TypeVar("_HttpClient", httpx.Client, httpx.AsyncClient)
+_T = TypeVar("_T")
 
 
 class _ClientBase(Generic[_HttpClient]):
@@ -348,6 +351,7 @@ class _ClientBase(Generic[_HttpClient]):
         self._headers = _auth_headers(api_key)
         self._owns_client = client is None
         self._client: _HttpClient = client if client is not None else self._new_client(self._timeout)
+        self._pins = SessionPins()
         #: Monotonic seconds, for the retry deadline (tests pass a fake one, with a ``_sleep`` that advances it).
         self._clock: Callable[[], float] = time.monotonic
 
@@ -362,20 +366,50 @@ class _ClientBase(Generic[_HttpClient]):
     def _attempts(
         self, items: Sequence[RewardItem]
     ) -> Generator[tuple[str, float], tuple[httpx.Response | None, Exception | None], list[RewardResult]]:
-        """The retry loop without the I/O, shared by the sync and async clients.
+        """The retry loop of ``POST /v1/rewards`` without the I/O, shared by the sync and async clients.
 
         Yields ``(url, wait_s)``: wait ``wait_s``, then POST to ``url`` and send back ``(response, None)`` or
         ``(None, transport_error)``. Returns the decoded results, or raises :class:`RewardServerError`.
         """
+        return (yield from self._retrying(lambda response, url: _decode(response, items, url)))
+
+    def _tool_requests(self, calls: Sequence[ToolCall]) -> list[list[list[int]]]:
+        """The requests of a tool batch: groups of chunks (indices, at most ``max_batch_items`` each); the chunks
+        of a group go to one server, one after the other, the groups at once."""
+        size = self.max_batch_items
+        groups = self._pins.plan(calls, len(self.base_urls) > 1)
+        return [[indices[i : i + size] for i in range(0, len(indices), size)] for indices in groups]
+
+    def _tool_attempts(
+        self, calls: Sequence[ToolCall]
+    ) -> Generator[tuple[str, float], tuple[httpx.Response | None, Exception | None], tuple[list[ToolResult], str]]:
+        """The retry loop of one tool request, to the server that holds its sessions (learnt from earlier answers,
+        those of the previous chunk included) or, for new sessions and one-off calls, any server."""
+        pinned = next((url for c in calls if (url := self._pins.url(c.session_id)) is not None), None)
+        return (yield from self._retrying(lambda response, url: _decode_tools(response, calls, url), pinned))
+
+    def _tool_headers(self, calls: Sequence[ToolCall]) -> dict[str, str]:
+        return {**self._headers, ITEMS_HEADER: str(len(calls)), **request_headers(calls)}
+
+    def _close_urls(self, session_id: str) -> list[str]:
+        pinned = self._pins.url(session_id)
+        self._pins.forget(session_id)
+        return [pinned] if pinned is not None else self.base_urls
+
+    def _retrying(
+        self, decode: Callable[[httpx.Response, str], _T], pinned: str | None = None
+    ) -> Generator[tuple[str, float], tuple[httpx.Response | None, Exception | None], _T]:
+        """The retry loop without the I/O: as :meth:`_attempts`, any answer decoded by ``decode(response, url)``;
+        every attempt goes to ``pinned`` when given (the server that holds a tool session)."""
         url: str | None = None
         wait_s = 0.0
         policy = self.retry
         start = self._clock()
         for attempt in itertools.count():
-            url = self._balancer.pick(avoid=url)
+            url = pinned or self._balancer.pick(avoid=url)
             response, error = yield url, wait_s
             if response is not None and response.status_code not in RETRY_STATUS_CODES:
-                return _decode(response, items, url)
+                return decode(response, url)
             elapsed_s = self._clock() - start
             if policy.max_retries is not None and attempt >= policy.max_retries:
                 why = f"no retries left (RetryPolicy.max_retries={policy.max_retries})"
@@ -465,14 +499,58 @@ class RewardClient(_ClientBase[httpx.Client]):
         return results
 
     def _post(self, items: Sequence[RewardItem], body: dict[str, Any]) -> list[RewardResult]:
-        attempts = self._attempts(items)
         headers = {**self._headers, ITEMS_HEADER: str(len(items))}
+        return self._send(REWARDS_PATH, body, headers, self._attempts(items))
+
+    def run_tools(self, calls: Sequence[ToolCall | Mapping[str, Any] | str]) -> list[ToolResult]:
+        """Run Python cells in the server's sandbox (``POST /v1/tools/python``): one result per call, in order.
+
+        Args:
+            calls: :class:`ToolCall`, dicts of its fields, or code strings. A call with ``session_id`` keeps
+                interpreter state: a name on the first call, then the ``session_id`` its result returned.
+
+        Raises:
+            RewardServerError: a 4xx (names the bad field), or still failing after the retries. The program's
+                and the sandbox's faults are statuses of the results, never raised.
+        """
+        todo = as_calls(calls)
+        results: list[ToolResult] = [ToolResult(None, "")] * len(todo)
+        for indices in (chunk for group in self._tool_requests(todo) for chunk in group):
+            part = [todo[i] for i in indices]
+            body = {"calls": [c.to_json() for c in part]}
+            answers, url = self._send(TOOLS_PATH, body, self._tool_headers(part), self._tool_attempts(part))
+            self._pins.learn(url, answers)
+            for i, answer in zip(indices, answers, strict=True):
+                results[i] = answer
+        return results
+
+    def close_tool_session(self, session_id: str) -> bool:
+        """Close a tool session (``DELETE /v1/tools/sessions/{id}``); False when no server holds it.
+
+        Raises:
+            RewardServerError: an answer other than 204 or 404.
+        """
+        for url in self._close_urls(session_id):
+            response = self._client.delete(url + SESSIONS_PATH + session_id, headers=self._headers)
+            if response.status_code == 204:
+                return True
+            if response.status_code != 404:
+                _raise_for_status(response, url, SESSIONS_PATH)
+        return False
+
+    def _send(
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        attempts: Generator[tuple[str, float], _Answer, _T],
+    ) -> _T:
         url, wait_s = next(attempts)
         while True:
             self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = self._client.post(url + REWARDS_PATH, json=body, headers=headers, timeout=self._timeout)
+                    response = self._client.post(url + path, json=body, headers=headers, timeout=self._timeout)
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:  # connection refused or reset, timeouts
                     sent = (None, exc)
@@ -556,16 +634,49 @@ class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
         return [r for part in parts for r in part]
 
     async def _post(self, items: Sequence[RewardItem], body: dict[str, Any]) -> list[RewardResult]:
-        attempts = self._attempts(items)
         headers = {**self._headers, ITEMS_HEADER: str(len(items))}
+        return await self._send(REWARDS_PATH, body, headers, self._attempts(items))
+
+    async def run_tools(self, calls: Sequence[ToolCall | Mapping[str, Any] | str]) -> list[ToolResult]:
+        """Run Python cells; see :meth:`RewardClient.run_tools`. Requests to different servers run concurrently."""
+        todo = as_calls(calls)
+        results: list[ToolResult] = [ToolResult(None, "")] * len(todo)
+
+        async def send(chunks: list[list[int]]) -> None:
+            for indices in chunks:  # one after the other: a session's calls keep their order
+                part = [todo[i] for i in indices]
+                body = {"calls": [c.to_json() for c in part]}
+                answers, url = await self._send(TOOLS_PATH, body, self._tool_headers(part), self._tool_attempts(part))
+                self._pins.learn(url, answers)
+                for i, answer in zip(indices, answers, strict=True):
+                    results[i] = answer
+
+        await asyncio.gather(*(send(chunks) for chunks in self._tool_requests(todo)))
+        return results
+
+    async def close_tool_session(self, session_id: str) -> bool:
+        """Close a tool session; see :meth:`RewardClient.close_tool_session`."""
+        for url in self._close_urls(session_id):
+            response = await self._client.delete(url + SESSIONS_PATH + session_id, headers=self._headers)
+            if response.status_code == 204:
+                return True
+            if response.status_code != 404:
+                _raise_for_status(response, url, SESSIONS_PATH)
+        return False
+
+    async def _send(
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        attempts: Generator[tuple[str, float], _Answer, _T],
+    ) -> _T:
         url, wait_s = next(attempts)
         while True:
             await self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = await self._client.post(
-                        url + REWARDS_PATH, json=body, headers=headers, timeout=self._timeout
-                    )
+                    response = await self._client.post(url + path, json=body, headers=headers, timeout=self._timeout)
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:
                     sent = (None, exc)

@@ -31,6 +31,7 @@ from reward_server.verifiers.code import code_options, score_code
 from reward_server.verifiers.format import score_format
 from reward_server.verifiers.language import score_language
 from reward_server.verifiers.math import verify_payload
+from reward_server.verifiers.math.judge import judge_answer, reference_is_prose
 from reward_server.verifiers.reward_model import normalize_score
 from reward_server.verifiers.shaping import score_cosine, score_overlong, score_repetition
 
@@ -42,6 +43,11 @@ class AccuracyParams(BaseModel):
 
     math: MathOptionsModel | None = Field(None, description="Math verification options.")
     code: CodeAccuracyParams | None = Field(None, description="Code options: language, extraction, limits.")
+    judge: bool = Field(
+        False,
+        description="Math: ask the judge model (RLVR_JUDGE_URL) about the answers the rules refuse and the references "
+        "that are prose; answers the rules accept never reach it. A judge failure is grader_error (null).",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +148,9 @@ def _math_accuracy(item: ItemFields, params: AccuracyParams, done: Mapping[str, 
     info: dict[str, Any] = {"extracted_answer": v["extracted_answer"], "ground_truth_parsed": v["ground_truth_parsed"]}
     if v["correct"] is not None:
         info["correct"] = v["correct"]
+    if params.judge and v["status"] == "invalid_ground_truth" and reference_is_prose(v["detail"]):
+        # The judge reads what the rules cannot: give it the response's answer (the rules stopped at the reference).
+        info["extracted_answer"] = judge_answer(item.response, truncated=item.truncated)
     return ComponentScore(v["reward"], v["status"], v["detail"], info)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reward_server.engine.judge import JudgeClient
 from reward_server.engine.pool import WorkerPool
 from reward_server.engine.reward_models import ModelCatalog, RewardModels
 from reward_server.engine.work import SlowReferences
@@ -34,6 +35,7 @@ class ScoringContext:
         code_limits / code_max_limits: a code run's default limits, and the most a request may ask for.
         reward_models: the model workers (``reward_model``, ``prm``), or ``None`` where no model is configured;
             ``models`` says which the server has, and why the others are unavailable.
+        judge: the judge model's client (``RLVR_JUDGE_URL``), or ``None`` where no judge is configured.
     """
 
     math_pool: WorkerPool
@@ -49,6 +51,7 @@ class ScoringContext:
     code_max_limits: Limits = field(default_factory=Limits)
     reward_models: RewardModels | None = None
     models: ModelCatalog = field(default_factory=ModelCatalog.none)
+    judge: JudgeClient | None = None
 
     def math_item_timeout_s(self, options: MathOptionsModel | None) -> float:
         """One math item's limit: the request's ``timeout_s`` if any, capped by ``math_max_timeout_s``."""

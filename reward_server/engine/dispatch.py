@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from reward_server.engine.components import AccuracyParams, Component, ItemContext, ItemFields, Where
 from reward_server.engine.compose import combine
 from reward_server.engine.context import ScoringContext
+from reward_server.engine.judge import judge_refusals
 from reward_server.engine.pool import TaskOutcome, TaskStatus
 from reward_server.engine.resolve import ResolvedComponent
 from reward_server.schemas.math import MathOptionsModel
@@ -126,6 +127,7 @@ async def score_components(
     to_workers: list[_WorkerItem] = []
     to_thread: list[tuple[int, Component, ItemFields, BaseModel]] = []
     to_sandbox: list[tuple[int, ResolvedComponent]] = []
+    to_judge: list[int] = []  # math items whose accuracy asks for the judge (after the rules)
     for i, (item, comps) in enumerate(zip(items, resolved, strict=True)):
         offload: list[tuple[str, BaseModel]] = []
         key: tuple[Any, ...] = (None,)
@@ -137,6 +139,8 @@ async def score_components(
                 if r.component.name == "accuracy":
                     assert isinstance(r.params, AccuracyParams)
                     key, timeout_s = (item.ground_truth, id(r.params)), ctx.math_item_timeout_s(r.params.math)
+                    if r.params.judge and item.task == "math":
+                        to_judge.append(i)
             elif where is Where.THREAD:
                 to_thread.append((i, r.component, fields[i], r.params))
             elif where is Where.ASYNC:
@@ -162,6 +166,16 @@ async def score_components(
     elsewhere = [asyncio.ensure_future(run_async(i, r)) for i, r in to_sandbox]
     if to_thread:
         elsewhere.append(asyncio.ensure_future(asyncio.to_thread(_in_thread, to_thread, thread_out, stop)))
+    if to_judge and ctx.judge is not None:
+        # After the rules: what they refused (or could not read) goes to the judge in one batch, under the budget.
+        judge, rules = ctx.judge, list(on_pool)
+
+        async def then_judge() -> None:
+            if rules:
+                await asyncio.wait(rules)
+            await judge_refusals(items, to_judge, done, judge)
+
+        elsewhere.append(asyncio.ensure_future(then_judge()))
     if budget_s is None:
         budget_s = ctx.request_budget_s
     known_slow = [i for i, item in enumerate(items) if item.ground_truth in ctx.slow_references]
@@ -218,6 +232,13 @@ async def score_components(
                 m.timeouts.labels(name).inc(n)
         for kind, n in Counter(item.task for item in items).items():
             m.items.labels(kind).inc(n)
+        paths = Counter(
+            r.components["accuracy"].info.get("decided_by", "rule")
+            for item, r in zip(items, results, strict=True)
+            if item.task == "math" and "accuracy" in r.components and r.components["accuracy"].score is not None
+        )
+        for path, n in paths.items():
+            m.accuracy_paths.labels(path).inc(n)
         latency, elapsed = m.item_latency.labels("item"), time.perf_counter() - start
         for _ in items:
             latency.observe(elapsed)

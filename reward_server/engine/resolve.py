@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from reward_server.engine.components import REGISTRY, AccuracyParams, Component, reward_model_problem
+from reward_server.engine.judge import JUDGE_UNSET
 from reward_server.engine.reward_models import ModelCatalog
 from reward_server.engine.steps import check_steps, with_request_steps
 from reward_server.schemas.code import CodeAccuracyParams
@@ -239,16 +240,34 @@ def validate_request(
     request_preset: str | None,
     request_steps: StepsRequest | None,
     models: ModelCatalog | None = None,
+    *,
+    has_judge: bool | None = None,
 ) -> tuple[list[RewardItem], list[list[ResolvedComponent]]]:
     """A request's batch, ready to score: the request's ``steps`` given to the items that do not ask for their
     own, and every item's components resolved (:func:`validate_batch`).
 
     Raises:
         ComponentSpecError: with a ``loc`` from the request root; a step component the server cannot serve is
-            ``("steps", "component")`` when the request named it.
+            ``("steps", "component")`` when the request named it; ``accuracy.judge`` on a server without a judge
+            (``has_judge`` false; ``None``: not checked) is ``(..., "components", "accuracy", "judge")``.
     """
     if request_steps is not None and (problem := check_steps(request_steps, models)) is not None:
         # Named where it was sent: the request's own `steps`, not the first item that inherits it.
         raise ComponentSpecError(("steps", "component"), problem)
     items = with_request_steps(items, request_steps)
-    return items, validate_batch(items, request_components, request_preset, models)
+    resolved = validate_batch(items, request_components, request_preset, models)
+    if has_judge is False:
+        check_judge(resolved)
+    return items, resolved
+
+
+def check_judge(resolved: list[list[ResolvedComponent]]) -> None:
+    """Refuse ``accuracy.judge`` on a server without a judge model, naming where it was asked for.
+
+    Raises:
+        ComponentSpecError: the first ``accuracy`` that asks for the judge.
+    """
+    for comps in resolved:
+        for r in comps:
+            if isinstance(r.params, AccuracyParams) and r.params.judge:
+                raise ComponentSpecError((*r.loc, "judge"), JUDGE_UNSET)

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from reward_server.engine.code_sandbox import start_sandbox
 from reward_server.engine.context import ScoringContext
+from reward_server.engine.judge import JudgeClient
 from reward_server.engine.offload import PRELOAD
 from reward_server.engine.pool import WorkerPool
 from reward_server.engine.reward_models import ModelCatalog, RewardModels
@@ -62,6 +63,7 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
     # code endpoints answer 503, while everything else works.
     sandbox_start = asyncio.ensure_future(start_sandbox(settings))
     models: RewardModels | None = None
+    judge = JudgeClient.from_settings(settings, metrics)
     try:
         await pool.start(timeout_s=settings.worker_start_timeout_s)
         if metrics is not None:
@@ -95,8 +97,11 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
             code_max_limits=settings.sandbox_max_limits(),
             reward_models=models,
             models=catalog,
+            judge=judge,
         )
     finally:
+        if judge is not None:
+            await judge.close()
         if models is not None:
             await models.close()
         await pool.close()

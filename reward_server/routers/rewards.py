@@ -74,7 +74,12 @@ async def score_request(
     check_batch_limits(settings, request.items)
     try:
         items, resolved = validate_request(
-            request.items, request.components, request.preset, request.steps, scoring.models
+            request.items,
+            request.components,
+            request.preset,
+            request.steps,
+            scoring.models,
+            has_judge=scoring.judge is not None,
         )
     except ComponentSpecError as exc:
         raise RequestValidationError([{"loc": ("body", *exc.loc), "msg": exc.msg, "type": "value_error"}]) from exc

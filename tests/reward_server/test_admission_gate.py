@@ -214,7 +214,7 @@ def _ready_without_workers(app: FastAPI) -> None:
     A refused batch goes no further."""
     catalog = ModelCatalog.from_settings(app.state.settings)
     app.state.scoring = SimpleNamespace(
-        math_pool=SimpleNamespace(ready=True), models=catalog, slow_references=SlowReferences()
+        math_pool=SimpleNamespace(ready=True), models=catalog, judge=None, slow_references=SlowReferences()
     )
 
 

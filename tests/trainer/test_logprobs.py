@@ -56,7 +56,10 @@ def test_chunked_log_probs_equal_the_full_logits_path(
     torch.testing.assert_close(entropy, full_entropy, rtol=1e-5, atol=1e-6)
     assert sorted(grads) == sorted(full_grads)
     for name, grad in full_grads.items():
-        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=1e-7, msg=name)
+        # fp32 sums in another order: an element near zero can differ by ~1e-7 absolute, so the absolute
+        # tolerance follows the tensor's own scale (1e-5 of its largest entry) rather than a fixed 1e-7.
+        atol = max(1e-5 * grad.abs().max().item(), 1e-9)
+        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_without_grad_the_chunked_path_keeps_nothing_for_backward(tiny_model_dir: Path) -> None:

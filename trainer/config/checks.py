@@ -117,20 +117,20 @@ def _check_run(c: Any) -> None:
         raise _fix("torch_num_threads", c.torch_num_threads, "must be >= 1 or null", "Use null for torch's default.")
 
 
-def _check_url(url: str) -> None:
-    """A base URL the client can append ``/v1/rewards`` to."""
+def _check_url(url: str, name: str = "reward_server_urls") -> None:
+    """A base URL the client can append ``/v1/rewards`` (or ``/v1/tools/python``) to; ``name`` is the option."""
     example = "Write each as a base URL, e.g. http://127.0.0.1:8000 (a YAML list for several)."
     if not url.startswith(("http://", "https://")):
-        raise _fix("reward_server_urls", url, "must be an http(s) URL", example)
+        raise _fix(name, url, "must be an http(s) URL", example)
     parts = urlsplit(url)
     if not parts.hostname or any(ch.isspace() or ch == "," for ch in url):
-        raise _fix("reward_server_urls", url, "is not one URL with a host", example)
+        raise _fix(name, url, "is not one URL with a host", example)
     try:
         parts.port  # noqa: B018  # raises on a port that is not a number in range
     except ValueError as exc:
-        raise _fix("reward_server_urls", url, f"has a bad port ({exc})", example) from exc
+        raise _fix(name, url, f"has a bad port ({exc})", example) from exc
     if parts.path.rstrip("/").endswith(("/v1/rewards", "/v1")):
-        raise _fix("reward_server_urls", url, "must be the server's base URL: the client adds /v1/rewards", example)
+        raise _fix(name, url, "must be the server's base URL: the client adds /v1/rewards", example)
 
 
 def _check_components(components: dict[str, Any] | None) -> None:

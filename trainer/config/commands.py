@@ -18,6 +18,7 @@ from trainer.config.checks import (
     _check_run,
     _check_sampling,
     _check_types,
+    _check_url,
     _fix,
 )
 from trainer.config.groups import (
@@ -31,6 +32,7 @@ from trainer.config.groups import (
     RuntimeOptions,
     SamplingOptions,
     ScaleOptions,
+    ToolOptions,
     VLLMOptions,
     _plain,
     _redacted_repr,
@@ -40,6 +42,7 @@ from trainer.rollout.correction import IMPORTANCE_SAMPLING_MODES, ImportanceSamp
 
 @dataclass(frozen=True, kw_only=True)
 class GRPOConfig(
+    ToolOptions,
     PolicyOptions,
     VLLMOptions,
     ScaleOptions,
@@ -379,6 +382,7 @@ def _validate(c: GRPOConfig) -> None:
         raise _fix("eval_max_prompts", c.eval_max_prompts, "must be >= 1 or null", "Use null to evaluate on all.")
     _check_vllm(c)
     _check_lora(c)
+    _check_tools(c)
     if c.logprobs_chunk_tokens is not None and c.logprobs_chunk_tokens < 1:
         raise _fix(
             "logprobs_chunk_tokens", c.logprobs_chunk_tokens, "must be >= 1 or null", "1024 suits a 152k vocabulary."
@@ -535,4 +539,40 @@ def _check_vllm(c: GRPOConfig) -> None:
     if c.vllm_weight_sync_tolerance is not None and c.vllm_weight_sync_tolerance <= 0:
         raise _fix(
             "vllm_weight_sync_tolerance", c.vllm_weight_sync_tolerance, "must be > 0 or null", "Keep the default."
+        )
+
+
+def _check_tools(c: GRPOConfig) -> None:
+    """The tool options (``tools``, ``tool_*``, ``max_tool_calling_iterations``); checked whether or not tools are
+    on, so a typo fails before they are turned on."""
+    from trainer.tools.formats import TOOL_CALL_FORMATS, TOOLS
+
+    unknown = sorted(set(c.tools or ()) - set(TOOLS))
+    if unknown:
+        rule = f"names unknown tools {unknown}; the tools are {list(TOOLS)}"
+        raise _fix("tools", list(c.tools or ()), rule, "Use [python].")
+    if c.tool_call_format not in TOOL_CALL_FORMATS:
+        raise _fix(
+            "tool_call_format",
+            c.tool_call_format,
+            f"must be one of {TOOL_CALL_FORMATS}",
+            "Use 'code_block' (```python blocks) or 'qwen_json' (Qwen's <tool_call> JSON).",
+        )
+    _check_positive(c, "max_tool_calling_iterations", "tool_output_max_chars")
+    if c.tool_timeout_s is not None and not c.tool_timeout_s > 0:
+        raise _fix("tool_timeout_s", c.tool_timeout_s, "must be > 0 or null", "Use 10, or null for the server's.")
+    if not c.tool_retry_deadline_s >= 0:
+        raise _fix("tool_retry_deadline_s", c.tool_retry_deadline_s, "must be >= 0", "Keep the default (300).")
+    if c.tool_server_urls is not None:
+        if not c.tool_server_urls:
+            raise _fix("tool_server_urls", [], "needs at least one URL", "Use null for the reward servers.")
+        for url in c.tool_server_urls:
+            _check_url(url, "tool_server_urls")
+    if c.tools and c.advantage_estimator == "process":
+        raise _fix(
+            "advantage_estimator",
+            c.advantage_estimator,
+            "cannot be 'process' with tools: the scored text leaves the tool's output out, so its steps do not map "
+            "onto the completion's tokens",
+            "Use 'outcome'.",
         )

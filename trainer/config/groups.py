@@ -201,6 +201,27 @@ class LoRAOptions(Options):
     """Modules to adapt, e.g. ``[q_proj, v_proj]`` or ``all-linear``; ``None`` takes peft's default for the model."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToolOptions(Options):
+    """Tool-integrated rollouts: the policy calls the sandbox's Python during its rollouts (``train``)."""
+
+    # ------------------------------------------------------------------ tools
+    tools: tuple[str, ...] | None = None
+    """Tools the policy may call during rollouts: ``[python]`` (the reward server's sandbox); ``None``: no tools."""
+    tool_call_format: str = "code_block"
+    """``code_block`` (a fenced python block, answered in an output block; ToRL) or ``qwen_json`` (``<tool_call>``)."""
+    max_tool_calling_iterations: int = 4
+    """Most tool calls per completion (TRL's name); a further call ends the completion as truncated."""
+    tool_server_urls: tuple[str, ...] | None = None
+    """Servers of ``POST /v1/tools/python``; ``None``: the reward servers (``reward_server_urls``)."""
+    tool_timeout_s: float | None = 10.0
+    """Time limit of one tool call on the server, in seconds; ``None``: the server's default."""
+    tool_output_max_chars: int = 2000
+    """Most characters of one call's output put back into the context (the end is kept)."""
+    tool_retry_deadline_s: float = 300.0
+    """Seconds a tool batch is retried (connection errors, 429, 503) before the run stops."""
+
+
 #: Fields that are never written out or logged in clear.
 _SECRETS = ("reward_api_key",)
 

@@ -48,6 +48,8 @@ _ALIASES = {
     "lora_rank": "lora_r",
     "peft": "use_peft",
     "target_modules": "lora_target_modules",
+    "max_tool_calls": "max_tool_calling_iterations",
+    "tool_call_parser": "tool_call_format",
 }
 
 _NO_SERVER_MODE = "vllm_mode 'server' is not built (vLLM's weight-update path to a server needs NCCL on GPUs)"

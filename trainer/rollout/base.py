@@ -59,6 +59,11 @@ class RolloutBatch:
         completion_texts: decoded completions (special tokens skipped), one per row.
         sampling_log_probs: ``(N, C)`` log-probs of the sampled tokens as the sampler computed them (0 on
             padding), from backends whose sampler is not the policy's own forward (vLLM); ``None`` otherwise.
+        tool_output_mask: ``(N, C)`` 1 on the tokens a tool wrote (tool-integrated rollouts,
+            :mod:`trainer.tools.rollout`): they are in the context (``completion_mask`` is 1 there) but not the
+            model's, so the loss, the KL and the entropy leave them out (:attr:`model_token_mask`); ``None``: none.
+        tool_failed: ``(N,)`` True where a tool call hit an infrastructure fault (sandbox error, lost session):
+            the rollout was cut short by no fault of the model, so it is not scored as wrong; ``None``: none.
     """
 
     prompt_ids: torch.Tensor
@@ -69,9 +74,18 @@ class RolloutBatch:
     prompt_index: torch.Tensor
     completion_texts: list[str]
     sampling_log_probs: torch.Tensor | None = None
+    tool_output_mask: torch.Tensor | None = None
+    tool_failed: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
+
+    @property
+    def model_token_mask(self) -> torch.Tensor:
+        """``(N, C)`` 1 on the completion tokens the model sampled: ``completion_mask`` without tool output."""
+        if self.tool_output_mask is None:
+            return self.completion_mask
+        return self.completion_mask * (1 - self.tool_output_mask)
 
     @property
     def completion_lengths(self) -> torch.Tensor:
@@ -94,6 +108,8 @@ class RolloutBatch:
             prompt_index=self.prompt_index[rows],
             completion_texts=[self.completion_texts[i] for i in index],
             sampling_log_probs=None if self.sampling_log_probs is None else self.sampling_log_probs[rows][:, :c_end],
+            tool_output_mask=None if self.tool_output_mask is None else self.tool_output_mask[rows][:, :c_end],
+            tool_failed=None if self.tool_failed is None else self.tool_failed[rows],
         )
 
     @staticmethod
@@ -120,7 +136,25 @@ class RolloutBatch:
                 if all(b.sampling_log_probs is not None for b in batches)
                 else None
             ),
+            tool_output_mask=(
+                torch.cat([_pad_right(_tool_mask(b), c, 0) for b in batches])
+                if any(b.tool_output_mask is not None for b in batches)
+                else None
+            ),
+            tool_failed=(
+                torch.cat([_tool_failed(b) for b in batches])
+                if any(b.tool_failed is not None for b in batches)
+                else None
+            ),
         )
+
+
+def _tool_mask(b: RolloutBatch) -> torch.Tensor:
+    return b.tool_output_mask if b.tool_output_mask is not None else torch.zeros_like(b.completion_mask)
+
+
+def _tool_failed(b: RolloutBatch) -> torch.Tensor:
+    return b.tool_failed if b.tool_failed is not None else torch.zeros_like(b.is_truncated)
 
 
 def _first_nonzero_column(mask: torch.Tensor) -> int:
@@ -137,6 +171,32 @@ def _pad_right(x: torch.Tensor, width: int, value: float) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
 
 
+class StopCondition(Protocol):
+    """Where a continuation stops besides EOS: a tool call's end (:class:`trainer.tools.formats.ToolCallFormat`)."""
+
+    stop_strings: tuple[str, ...]
+    """Strings that end a turn where a backend can only stop on strings (vLLM)."""
+
+    def find_call(self, text: str) -> Any:
+        """Non-``None`` when ``text`` (one turn's text) ends with a complete call."""
+        ...
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """One row's new tokens from :meth:`GenerationBackend.continue_rows`.
+
+    Attributes:
+        token_ids: the sampled tokens, the EOS included when it ended there.
+        ended_with_eos: the last token is an EOS.
+        log_probs: the sampler's log-probs of ``token_ids`` (vLLM), or ``None``.
+    """
+
+    token_ids: list[int]
+    ended_with_eos: bool
+    log_probs: list[float] | None = None
+
+
 class GenerationBackend(Protocol):
     """Samples completions. Implementations:
     :class:`trainer.rollout.transformers_backend.TransformersBackend` and :class:`trainer.rollout.vllm.VLLMBackend`.
@@ -147,9 +207,21 @@ class GenerationBackend(Protocol):
 
     pad_token_id: int
     """The id that pads prompts (on the left) and completions (on the right) in the batches it returns."""
+    prompts: PromptEncoder
+    """How it renders and tokenises prompts."""
+    eos_token_ids: tuple[int, ...]
+    """The ids that end a completion."""
 
     def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
         """Sample ``num_generations`` completions of each prompt; rows ``i*G .. i*G+G-1`` answer prompt ``i``."""
+        ...
+
+    def continue_rows(
+        self, prefixes: Sequence[Sequence[int]], sampling: SamplingParams, budgets: Sequence[int], stop: StopCondition
+    ) -> list[Continuation]:
+        """Sample one continuation of each token prefix (prompt plus what the rollout holds so far), each at most
+        ``budgets[i]`` tokens, stopping at EOS or where ``stop`` sees the end of a tool call (the multi-turn loop of
+        :mod:`trainer.tools.rollout`)."""
         ...
 
     def sync_weights(self) -> dict[str, float]:

@@ -93,7 +93,7 @@ class SamplerCorrection:
     def add(self, k: int, old_logp: torch.Tensor, mb: RolloutBatch, config: GRPOConfig) -> None:
         """Record micro-batch ``k``: ``old_logp`` ``(b, c)`` against ``mb.sampling_log_probs``."""
         assert mb.sampling_log_probs is not None
-        mask = mb.completion_mask.to(old_logp.dtype)  # (b, c)
+        mask = mb.model_token_mask.to(old_logp.dtype)  # (b, c); tool output was not sampled
         sampled = mb.sampling_log_probs.to(old_logp.dtype)  # (b, c)
         diff = (old_logp - sampled).abs() * mask
         self.diff_sum += float(diff.sum())

@@ -7,17 +7,20 @@ It samples with the policy itself, so its completions need no sampler correction
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria
 
 from trainer.rollout.base import (
+    Continuation,
     Prompt,
     PromptEncoder,
     RolloutBatch,
     SamplingParams,
+    StopCondition,
     completion_mask_from_ids,
     decode_completions,
     eos_token_ids,
@@ -99,6 +102,48 @@ class TransformersBackend:
             completion_texts=texts,
         )
 
+    @torch.no_grad()
+    def continue_rows(
+        self, prefixes: Sequence[Sequence[int]], sampling: SamplingParams, budgets: Sequence[int], stop: StopCondition
+    ) -> list[Continuation]:
+        """Continue each token prefix by at most ``budgets[i]`` tokens, stopping at EOS or at the end of a tool call
+        (see :class:`trainer.rollout.base.GenerationBackend`).
+
+        The prefixes are left-padded into one ``generate`` call, so positions are those that
+        :func:`trainer.rollout.forward.completion_log_probs` recomputes; a row stops where ``stop.find_call`` sees a
+        complete call in the text of this turn (checked when the last tokens hold the end of one of its
+        ``stop_strings``), and its later tokens are dropped.
+        """
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in prefixes)
+        ids = torch.full((len(prefixes), width), self.pad_token_id, dtype=torch.long)  # (n, W)
+        mask = torch.zeros_like(ids)  # (n, W)
+        for i, p in enumerate(prefixes):
+            ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        turn_stop = _TurnStop(self.tokenizer, stop, width, budgets)
+        config = self._generation_config(dataclasses.replace(sampling, max_new_tokens=max(1, max(budgets))))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with self.autocast():
+                out = self.model.generate(  # type: ignore[operator]
+                    input_ids=ids.to(device),
+                    attention_mask=mask.to(device),
+                    generation_config=config,
+                    stopping_criteria=[turn_stop],
+                    synced_gpus=self.synced_gpus,
+                )  # (n, W + T)
+        finally:
+            self.model.train(was_training)
+        result = []
+        for i, row in enumerate(out[:, width:].tolist()):
+            end = min(len(row), budgets[i], turn_stop.stopped_at.get(i, len(row)))
+            eos = next((j for j, t in enumerate(row[:end]) if t in self.eos_token_ids), None)
+            tokens = row[: eos + 1] if eos is not None else row[:end]
+            result.append(Continuation(token_ids=tokens, ended_with_eos=eos is not None))
+        return result
+
     def sync_weights(self) -> dict[str, float]:
         """Nothing to do: generation runs on the policy itself."""
         return {}
@@ -126,3 +171,36 @@ class TransformersBackend:
         else:
             kwargs.update(do_sample=False)
         return GenerationConfig(**kwargs)
+
+
+class _TurnStop(StoppingCriteria):
+    """Stops each row of a ``generate`` call at its token budget or where ``stop`` sees a complete tool call in the
+    row's new text; records, per row, how many new tokens it kept (``stopped_at``)."""
+
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, stop: StopCondition, prefix_width: int, budgets: Sequence[int]
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.stop = stop
+        self.prefix_width = prefix_width
+        self.budgets = list(budgets)
+        self.triggers = tuple(s.strip() for s in stop.stop_strings if s.strip())
+        self.tail_tokens = max((len(t) for t in self.triggers), default=1) + 2  # a token holds at least a character
+        self.stopped_at: dict[int, int] = {}
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        new = input_ids.shape[1] - self.prefix_width
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for i in range(input_ids.shape[0]):
+            if i in self.stopped_at:
+                done[i] = True
+                continue
+            tail = self.tokenizer.decode(input_ids[i, -min(new, self.tail_tokens) :].tolist())
+            if new >= self.budgets[i] or (
+                any(t in tail for t in self.triggers)
+                and self.stop.find_call(str(self.tokenizer.decode(input_ids[i, self.prefix_width :].tolist())))
+                is not None
+            ):
+                self.stopped_at[i] = new
+                done[i] = True
+        return done  # type: ignore[return-value]

@@ -31,6 +31,7 @@ Shapes: ``N`` completions, ``P`` prompt tokens (left-padded), ``C`` completion t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -45,11 +46,13 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.rollout.base import (
+    Continuation,
     Prompt,
     PromptEncoder,
     RolloutBatch,
     SamplingParams,
     SavedModel,
+    StopCondition,
     decode_completions,
     eos_token_ids,
 )
@@ -210,6 +213,42 @@ class VLLMBackend:
             sampling_log_probs=sampling_logp.to(device),
         )
 
+    def continue_rows(
+        self, prefixes: Sequence[Sequence[int]], sampling: SamplingParams, budgets: Sequence[int], stop: StopCondition
+    ) -> list[Continuation]:
+        """Continue each token prefix by at most ``budgets[i]`` tokens, stopping at EOS or at one of
+        ``stop.stop_strings`` (kept in the output), for the tool loop of :mod:`trainer.tools.rollout`.
+
+        The prefixes go in as prompt token ids, so the engine's prefix cache (on by default in vLLM's V1 engine for
+        generative models) reuses the KV blocks of the prompt and of the turns before: a turn costs only its new
+        tokens. Seeds are drawn as in :meth:`generate`. A stop string ends a turn whether or not a call is complete;
+        the loop continues such a row.
+        """
+        if self._asleep:
+            self.sync_weights()
+        seed = int(torch.randint(0, 2**31 - 1 - len(prefixes), ()).item())
+        requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prefixes]
+        params = [
+            _sampling_params(
+                dataclasses.replace(sampling, max_new_tokens=max(1, b)),
+                1,
+                self.eos_token_ids,
+                seed + i,
+                stop=stop.stop_strings,
+            )
+            for i, b in enumerate(budgets)
+        ]
+        result = []
+        for out in self.llm.generate(requests, params, use_tqdm=False):
+            c = out.outputs[0]
+            tokens = list(c.token_ids)
+            log_probs = None
+            if c.logprobs is not None:
+                log_probs = [step[t].logprob for step, t in zip(c.logprobs, tokens, strict=True)]
+            ended = bool(tokens) and tokens[-1] in self.eos_token_ids
+            result.append(Continuation(token_ids=tokens, ended_with_eos=ended, log_probs=log_probs))
+        return result
+
     # -------------------------------------------------------------------------------------------- weight sync
 
     @torch.no_grad()
@@ -299,7 +338,7 @@ def _named_tensors(model: torch.nn.Module) -> Iterable[tuple[str, torch.Tensor]]
     return model.named_parameters(remove_duplicate=False)
 
 
-def _sampling_params(sampling: SamplingParams, n: int, eos: Sequence[int], seed: int) -> Any:
+def _sampling_params(sampling: SamplingParams, n: int, eos: Sequence[int], seed: int, stop: Sequence[str] = ()) -> Any:
     greedy = sampling.temperature <= 0
     return vllm.SamplingParams(
         n=n,
@@ -311,7 +350,10 @@ def _sampling_params(sampling: SamplingParams, n: int, eos: Sequence[int], seed:
         repetition_penalty=1.0,
         seed=None if greedy else seed,
         logprobs=0,
-        detokenize=False,  # completions are decoded by our tokenizer, as the transformers backend does
+        # Completions are decoded by our tokenizer, as the transformers backend does; stop strings need vLLM's own.
+        detokenize=bool(stop),
+        stop=list(stop) or None,
+        include_stop_str_in_output=True,
     )
 
 

@@ -45,7 +45,8 @@ STATUS_MEANINGS: dict[Status, str] = {
     "cancelled": "the server stopped scoring the item (its drain ran out of time at shutdown)",
     "unavailable": "the server does not serve this component (a reward model not loaded)",
     "sandbox_error": "the sandbox failed, not the program (code)",
-    "grader_error": "the tests cannot be graded: empty or malformed (code)",
+    "grader_error": "the tests cannot be graded: empty or malformed (code); the judge model gave no verdict (math, "
+    "with accuracy.judge)",
     "bad_format": "the layout does not hold (format)",
     "too_short": "the chain of thought is too short to tell its language (language; it abstains)",
     "no_target": "no target language given, and none found in the prompt (language)",

@@ -264,6 +264,12 @@ def _looks_like_prose(s: str) -> bool:
     return len(words) >= 4 and len(latex_cmds) <= len(words) // 4
 
 
+#: ``Reference.invalid`` for a reference that is a sentence or words the rules cannot read: a judge model may
+#: (:mod:`reward_server.verifiers.math.judge`); an empty, placeholder or cut-off reference is never judged.
+PROSE_REFERENCE = "the reference is prose, not an answer"
+UNREAD_REFERENCE = "cannot be parsed"
+
+
 def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     """Parse a reference answer once: extract its answer, classify it, and parse its members.
 
@@ -296,7 +302,7 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
     if _looks_like_prose(norm):
         if phrase is not None:  # "The second player wins.": compared on "the second player"
             return Reference(raw, answer_text, "text", (phrase,), norm)
-        return Reference(raw, answer_text, "math", (), invalid="the reference is prose, not an answer")
+        return Reference(raw, answer_text, "math", (), invalid=PROSE_REFERENCE)
     labelled = [(label, _value_side(value)) for label, value in _labelled_members(norm)]
     members = [value for _, value in labelled]
     if _is_word_answer(norm):
@@ -309,7 +315,7 @@ def parse_reference(raw: str, options: MathOptions | None = None) -> Reference:
             return Reference(raw, answer_text, "text", (phrase or plain.lower(),), norm)
         if phrase is not None:
             return Reference(raw, answer_text, "text", (phrase,), norm)
-        return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} cannot be parsed")
+        return Reference(raw, answer_text, "math", (), invalid=f"the reference {answer_text[:80]!r} {UNREAD_REFERENCE}")
     labels = tuple(label for label, _ in labelled)
     return Reference(raw, answer_text, "math", tuple(members), norm, labels=labels)
 
