@@ -30,7 +30,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,9 @@ from trainer.algorithms.advantages import (
     StepRewards,
     frac_zero_std_groups,
     group_stats,
+    zero_advantage_groups,
 )
+from trainer.algorithms.entropy import high_entropy_mask, pad_for_gather
 from trainer.algorithms.losses import grpo_loss
 from trainer.checkpoint import rng_state, save_on_ranks
 from trainer.config import GRPOConfig
@@ -277,6 +279,8 @@ def compute_advantages(run: Run, rollouts: Rollouts, scored: Scored) -> Advantag
     )
     out = estimator.compute(inputs, config)  # (N,) or (N, C) advantages
     loss_mask[~out.trained.to(loss_mask.device)] = 0
+    if config.mask_zero_advantage_groups:
+        loss_mask[zero_advantage_groups(out.advantages, inputs.group_ids).to(loss_mask.device)] = 0
     return Advantages(
         advantages=out.advantages.to(run.device),
         loss_mask=loss_mask,
@@ -343,7 +347,8 @@ def update(
     as ``loss_type`` names it.
 
     Returns:
-        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``optim/grad_norm`` (over
+        ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``policy/entropy_trained`` (the
+        entropy of the tokens the policy term trains on: ``top_entropy_quantile``'s share), ``optim/grad_norm`` (over
         iterations, micro-batches and ranks), ``optim/lr`` (the rate of the step's last update), ``ref/synced``
         (reference syncs in this step) and, with ``log_grad_cosine``, ``optim/grad_cosine`` (this step's first
         gradient against the last step's, before clipping). The clip ratio leaves out iteration 0 when
@@ -352,7 +357,9 @@ def update(
     """
     config, dist = run.config, run.dist
     stats: dict[str, list[float]] = defaultdict(list)
-    entropy_sum, entropy_tokens, lr = 0.0, 0.0, current_lr(run.optimizer)
+    entropy_sums = torch.zeros(4, dtype=torch.float64)  # entropy and tokens: all counted, then trained
+    lr = current_lr(run.optimizer)
+    select_by_entropy = config.top_entropy_quantile < 1.0
     correction = SamplerCorrection()
     with start.timer("update"):
         for iteration in range(config.num_iterations):
@@ -366,7 +373,7 @@ def update(
                             run.train_model,
                             mb,
                             config.temperature,
-                            with_entropy=iteration == 0,
+                            with_entropy=iteration == 0 or select_by_entropy,
                             chunk_tokens=config.logprobs_chunk_tokens,
                             top_k=config.top_k,
                             top_p=config.top_p,
@@ -376,6 +383,10 @@ def update(
                         correction.add(k, old_logp, mb, config)
                     mask_k = adv.loss_mask[rows_k][:, :width]  # (b, c)
                     advantages_k = adv.advantages[rows_k]  # (b,) or (b, C)
+                    token_mask = None
+                    if select_by_entropy:
+                        assert entropy is not None
+                        token_mask = high_entropy_mask(entropy, mask_k, config.top_entropy_quantile, dist_gather(dist))
                     out = grpo_loss(
                         logp.float(),
                         old_logp,
@@ -394,16 +405,25 @@ def update(
                         importance_weights=correction.weights.get(k),
                         options=config,
                         sampling_logp=None if mb.sampling_log_probs is None else mb.sampling_log_probs.float(),
+                        token_mask=token_mask,
                     )
                     out.loss.backward()
                 policy_loss += out.policy_loss.item()
                 stats["kl"].append(out.kl.item())
                 if iteration > 0 or config.num_iterations == 1:
                     stats["clip_ratio"].append(out.clip_ratio.item())
-                if entropy is not None:
-                    m = mask_k.to(entropy.dtype)
-                    entropy_sum += float((entropy * m).sum())
-                    entropy_tokens += float(m.sum())
+                if entropy is not None and iteration == 0:
+                    counted = mask_k.to(entropy.dtype)  # (b, c)
+                    trained = counted if token_mask is None else token_mask.to(entropy.dtype)  # (b, c)
+                    entropy_sums += torch.tensor(
+                        [
+                            float((entropy * counted).sum()),
+                            float(counted.sum()),
+                            float((entropy * trained).sum()),
+                            float(trained.sum()),
+                        ],
+                        dtype=torch.float64,
+                    )
             stats["policy_loss"].append(policy_loss)
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
             trainable = [p for p in run.model.parameters() if p.requires_grad]
@@ -416,18 +436,32 @@ def update(
             run.optimizer.zero_grad(set_to_none=True)
             stats["ref_syncs"].append(sync_reference_when_due(run, start.step * config.num_iterations + iteration + 1))
     means = dist.mean(torch.tensor([sum(v) / len(v) for v in (stats["policy_loss"], stats["kl"], stats["clip_ratio"])]))
-    entropy_totals = dist.sum(torch.tensor([entropy_sum, entropy_tokens], dtype=torch.float64))
+    entropy_totals = dist.sum(entropy_sums)
     return {
         "loss/policy": float(means[0]),
         "loss/kl": float(means[1]),
         "policy/clip_ratio": float(means[2]),
         "policy/entropy": float(entropy_totals[0] / max(float(entropy_totals[1]), 1.0)),
+        "policy/entropy_trained": float(entropy_totals[2] / max(float(entropy_totals[3]), 1.0)),
         "optim/grad_norm": sum(stats["grad_norm"]) / len(stats["grad_norm"]),  # the same on every rank
         "optim/lr": lr,
         "ref/synced": float(sum(stats["ref_syncs"])),
         **({"optim/grad_cosine": stats["grad_cosine"][0]} if stats["grad_cosine"] else {}),
         **correction.metrics(),
     }
+
+
+def dist_gather(dist: Distributed) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """A gather of 1-D tensors of any length over ranks, for :func:`high_entropy_mask` (``None`` on one process):
+    each rank's is padded to the longest with a value the mask drops, as TRL pads across processes."""
+    if not dist.is_distributed:
+        return None
+
+    def gather(local: torch.Tensor) -> torch.Tensor:
+        length = int(dist.gather(torch.tensor([local.numel()])).max())
+        return dist.gather(pad_for_gather(local, length))
+
+    return gather
 
 
 def sync_reference_when_due(run: Run, updates_done: int) -> float:
@@ -476,7 +510,10 @@ def step_metrics(
         **reward_metrics(results, "reward"),
         "reward/std": float(scored_rewards.std()) if scored_rewards.numel() > 1 else 0.0,
         "adv/frac_zero_std_groups": frac_zero_std_groups(rewards, group_ids),
-        **{k: stats[k] for k in ("loss/policy", "loss/kl", "policy/clip_ratio", "policy/entropy")},
+        **{
+            k: stats[k]
+            for k in ("loss/policy", "loss/kl", "policy/clip_ratio", "policy/entropy", "policy/entropy_trained")
+        },
         "completions/mean_length": float(lengths.mean()),
         "completions/max_length": float(lengths.max()),
         "completions/clipped_ratio": float(truncated.mean()),

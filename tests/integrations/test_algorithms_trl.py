@@ -19,6 +19,7 @@ import pytest
 import torch
 from trl.trainer.grpo_trainer import GRPOTrainer
 
+from trainer.algorithms.entropy import high_entropy_mask
 from trainer.algorithms.losses import PolicyOptions, grpo_loss
 
 B, T, MAX_LEN, GA = 6, 5, 5, 2
@@ -46,6 +47,12 @@ def _batch(seed: int) -> dict[str, torch.Tensor]:
         # one per token (process supervision), 0 on the null and zero-spread rows
         "token_advantages": torch.randn(B, T, generator=g, dtype=torch.float64)
         * (torch.tensor(ADVANTAGES) != 0).unsqueeze(-1),
+        # per-token entropies (nats) for top_entropy_quantile; a tie at one value, as low-entropy tokens often are
+        "entropy": torch.where(
+            torch.arange(B * T).reshape(B, T) % 4 == 0,
+            torch.tensor(0.25, dtype=torch.float64),
+            3 * torch.rand(B, T, generator=g, dtype=torch.float64),
+        ),
     }
 
 
@@ -63,13 +70,15 @@ def _trl_loss(batch: dict[str, torch.Tensor], case: dict[str, Any]) -> torch.Ten
         gather=lambda x: x,
         gather_for_metrics=lambda x: x,
         reduce=lambda x, reduction: x,
+        pad_across_processes=lambda x, dim, pad_index: x,
         sync_gradients=True,
     )
-    entropies = torch.ones(B, T, dtype=torch.float64)
+    entropies = batch["entropy"]
     trainer = SimpleNamespace(
+        get_high_entropy_mask=lambda e, m, q: GRPOTrainer.get_high_entropy_mask(trainer, e, m, q),
         _get_per_token_logps_and_entropies=lambda *a, **k: (_logp(batch["theta"]), entropies, None),
         aux_loss_enabled=False,
-        top_entropy_quantile=1.0,
+        top_entropy_quantile=options.top_entropy_quantile,
         off_policy_mask_threshold=options.off_policy_mask_threshold,
         get_off_policy_mask=GRPOTrainer.get_off_policy_mask,
         get_gamma_weights=GRPOTrainer.get_gamma_weights,
@@ -121,6 +130,7 @@ def _our_loss(batch: dict[str, torch.Tensor], case: dict[str, Any]) -> torch.Ten
         importance_weights=batch["is_ratio"] if case["vllm"] else None,
         options=case["options"],
         sampling_logp=batch["sampling"] if case["vllm"] else None,
+        token_mask=high_entropy_mask(batch["entropy"], batch["mask"], case["options"].top_entropy_quantile),
     )
     return out.loss
 
@@ -134,6 +144,8 @@ def _cases() -> list[Any]:
         "kl_bias_corrected": {"beta": BETA, "use_bias_correction_kl": True},
         "two_sided": {"delta": 1.3},
         "off_policy_vllm": {"off_policy_mask_threshold": 0.02, "vllm": True},
+        "top_entropy": {"top_entropy_quantile": 0.4},
+        "top_entropy_kl_vllm": {"top_entropy_quantile": 0.2, "beta": BETA, "vllm": True},
     }
     for loss_type, level, (extra_name, extra) in itertools.product(losses, ("token", "sequence"), extras.items()):
         if loss_type == "vespo" and level == "sequence":
@@ -149,7 +161,7 @@ def _cases() -> list[Any]:
             "options": PolicyOptions(importance_sampling_level=level, **option_fields),
         }
         cases.append(pytest.param({**case, "advantages": "advantages"}, id=f"{loss_type}-{level}-{extra_name}"))
-        if extra_name in ("plain", "off_policy_vllm"):
+        if extra_name in ("plain", "off_policy_vllm", "top_entropy"):
             per_token = {**case, "advantages": "token_advantages"}
             cases.append(pytest.param(per_token, id=f"{loss_type}-{level}-{extra_name}-per_token_advantages"))
     return cases
@@ -179,3 +191,19 @@ def test_the_batches_exercise_the_clip_the_cap_and_the_mask() -> None:
         batch["advantages"].unsqueeze(-1), _logp(batch["theta"]), batch["sampling"], batch["mask"], 0.02
     )
     assert 0 < keep.sum() < B  # some negative-advantage rows dropped, not all
+
+
+@pytest.mark.parametrize("quantile", [0.0, 0.2, 0.5, 0.999, 1.0])
+def test_the_high_entropy_mask_equals_trls(quantile: float) -> None:
+    """``top_entropy_quantile``'s mask against TRL's ``get_high_entropy_mask`` (which takes ``1 - quantile``),
+    with padding and a tie; 1.0 keeps every counted token and 0.0 only those at the maximum."""
+    batch = _batch(3)
+    trainer = SimpleNamespace(
+        accelerator=SimpleNamespace(pad_across_processes=lambda x, dim, pad_index: x, gather=lambda x: x)
+    )
+    theirs = GRPOTrainer.get_high_entropy_mask(trainer, batch["entropy"], batch["mask"], 1 - quantile)
+    ours = high_entropy_mask(batch["entropy"], batch["mask"], quantile)
+    assert torch.equal(ours, theirs)
+    counted = int(batch["mask"].sum())
+    assert int(ours.sum()) == {1.0: counted, 0.0: 1}.get(quantile, int(ours.sum()))
+    assert 0 < int(ours.sum()) <= counted

@@ -53,6 +53,8 @@ CASES: dict[str, dict[str, Any]] = {
         "gradient_accumulation_steps": 2,
         "scale_rewards": "batch",
     },
+    # top_entropy_quantile's threshold is over both ranks' tokens, as one process's is over all of them
+    "grpo_top_entropy": {"loss_type": "grpo", "top_entropy_quantile": 0.3},
     "fsdp_dapo_kl": {"loss_type": "dapo", "beta": 0.05, "gradient_accumulation_steps": 2, "fsdp": True},
     "fsdp_grpo": {"loss_type": "grpo", "fsdp": True},
     # LoRA: only the adapters are replicated (DDP) or sharded (FSDP); the reference is the adapter-less base

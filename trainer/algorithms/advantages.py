@@ -345,6 +345,25 @@ def frac_zero_std_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> floa
     return float((~per_group).to(torch.float64).mean().item())
 
 
+def zero_advantage_groups(advantages: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """The rows of groups in which every advantage is exactly 0, for ``mask_zero_advantage_groups``: with
+    ``beta > 0`` such a group still draws KL gradient, which the option removes (its rows leave the loss mask).
+
+    Args:
+        advantages: ``(N,)`` per completion or ``(N, C)`` per token.
+        group_ids: ``(N,)`` integer group ids (groups are whole on each rank).
+
+    Returns:
+        ``(N,)`` bool: True on every row of an all-zero group. ``[0, 0 | 1, -1 | 0, 0]`` with groups of two gives
+        ``[T, T, F, F, T, T]``; a lone zero row inside a group with spread stays False.
+    """
+    row_zero = (advantages == 0).reshape(len(advantages), -1).all(-1)  # (N,)
+    _, index = torch.unique(group_ids, return_inverse=True)  # (N,)
+    nonzero_rows = torch.zeros(int(index.max()) + 1 if len(index) else 0, dtype=torch.long)
+    nonzero_rows.index_add_(0, index, (~row_zero).long())  # (K,)
+    return nonzero_rows[index] == 0
+
+
 # ------------------------------------------------------------------------------------------------------ estimators
 
 

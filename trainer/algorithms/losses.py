@@ -152,6 +152,12 @@ class PolicyOptions:
     use_bias_correction_kl: bool = False
     """Multiply the KL term by the importance ratio (DeepSeek-V3.2; TRL 1.16's default is true, ours off)."""
 
+    # ------------------------------------------------------------------ entropy and masking
+    top_entropy_quantile: float = 1.0
+    """Train the policy term on this top share of tokens by entropy only (arXiv 2506.01939, TRL semantics; 1: all)."""
+    mask_zero_advantage_groups: bool = False
+    """Leave groups whose advantages are all 0 out of the loss, KL included (off: with ``beta > 0`` they draw KL)."""
+
 
 @dataclass(frozen=True)
 class SurrogateInputs:
@@ -475,6 +481,7 @@ def grpo_loss(
     num_items_in_micro_batch: int | float | torch.Tensor | None = None,
     options: PolicyOptions | None = None,
     sampling_logp: torch.Tensor | None = None,
+    token_mask: torch.Tensor | None = None,
 ) -> LossOutput:
     """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
 
@@ -497,10 +504,13 @@ def grpo_loss(
         options: the importance-sampling level, two-sided clipping, the SAPO/VESPO parameters, off-policy masking
             and the KL's bias correction (:class:`PolicyOptions`; ``None``: TRL's defaults, all off).
         sampling_logp: ``(B, T)`` the sampler's log-probs, for off-policy masking (``None``: ``old_logp``).
+        token_mask: ``(B, T)`` bool, the tokens the policy term trains on (``top_entropy_quantile``'s
+            :func:`trainer.algorithms.entropy.high_entropy_mask`); the KL term and the denominators keep ``mask``, as
+            in TRL. ``None``: every token of ``mask``.
 
     The per-token policy term is the ``loss_type``'s entry of :data:`POLICY_TERMS` (CISPO, SAPO, VESPO), else the
     clipped surrogate (:func:`clipped_term`), on the ratio at ``importance_sampling_level``; then, in TRL 1.16's
-    order: off-policy mask, sampler correction, ``+ beta * KL``, the aggregation.
+    order: off-policy mask, entropy mask (``token_mask``), sampler correction, ``+ beta * KL``, the aggregation.
 
     Raises:
         ValueError: ``beta > 0`` without ``ref_logp``, or what :func:`aggregate_loss` raises.
@@ -517,6 +527,8 @@ def grpo_loss(
     if options.off_policy_mask_threshold is not None:
         sampled = old_logp if sampling_logp is None else sampling_logp
         per_token = per_token * off_policy_mask(adv, logp, sampled, mask, options.off_policy_mask_threshold)
+    if token_mask is not None:
+        per_token = per_token * token_mask.to(per_token.dtype)  # (B, T)
     if importance_weights is not None and not term.folds_importance_weights:
         per_token = per_token * importance_weights  # (B, T)
     agg = functools.partial(

@@ -408,6 +408,13 @@ def _check_objective(c: GRPOConfig) -> None:
         if getattr(c, name) <= 0:
             raise _fix(name, getattr(c, name), "must be > 0", "Keep TRL's default.")
     _check_non_negative(c, "vespo_k_pos", "vespo_k_neg")
+    if not 0.0 <= c.top_entropy_quantile <= 1.0:
+        raise _fix(
+            "top_entropy_quantile",
+            c.top_entropy_quantile,
+            "must be in [0, 1]: the share of tokens, by entropy, the policy term trains on",
+            "1.0 trains on every token; arXiv 2506.01939 uses 0.2.",
+        )
     if c.off_policy_mask_threshold is not None and c.off_policy_mask_threshold < 0:
         raise _fix(
             "off_policy_mask_threshold", c.off_policy_mask_threshold, "must be >= 0 or null", "TRL suggests 0.5."

@@ -1,0 +1,147 @@
+"""Entropy control and zero-advantage masking (issue 22): ``top_entropy_quantile``, ``policy/entropy_trained`` and
+``mask_zero_advantage_groups``, on hand-made tensors and through the loop. Equality of the entropy mask and the
+loss with TRL's own code is in ``tests/integrations/test_algorithms_trl.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.trainer.conftest import StandInServer
+from tests.trainer.test_train import _config
+from trainer.algorithms.advantages import zero_advantage_groups
+from trainer.algorithms.entropy import high_entropy_mask, pad_for_gather
+from trainer.algorithms.losses import PolicyOptions, grpo_loss
+from trainer.config import ConfigError
+from trainer.train import train
+
+ENTROPY = torch.tensor([[0.1, 0.5, 0.9, 0.3], [0.7, 0.2, 9.0, 0.0]])
+MASK = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+
+
+def test_the_mask_keeps_the_top_share_of_counted_tokens_by_hand() -> None:
+    # counted entropies sorted: 0.1 0.2 0.3 0.5 0.7 0.9; the 0.5 quantile interpolates 0.3 and 0.5: 0.4.
+    # The padded 9.0 is neither counted in the threshold nor kept.
+    got = high_entropy_mask(ENTROPY, MASK, 0.5)
+    assert got.tolist() == [[False, True, True, False], [True, False, False, False]]
+    # 1/3 kept: the 2/3 quantile sits at position 10/3 of 0..5 in the sorted list: 0.5 + (0.7 - 0.5) / 3 = 0.567
+    assert high_entropy_mask(ENTROPY, MASK, 1 / 3).tolist() == [
+        [False, False, True, False],
+        [True, False, False, False],
+    ]
+    assert high_entropy_mask(ENTROPY, MASK, 1.0).tolist() == MASK.bool().tolist()
+    assert high_entropy_mask(ENTROPY, torch.zeros_like(MASK), 0.5).sum() == 0  # nothing counted: nothing kept
+
+
+def test_the_threshold_is_over_every_rank_and_padding_is_dropped() -> None:
+    # another rank holds 1.0 and 2.0: the gathered median of 0.1 0.2 0.3 0.5 0.7 0.9 1.0 2.0 is 0.6
+    other = torch.tensor([1.0, 2.0])
+
+    def gather(local: torch.Tensor) -> torch.Tensor:
+        length = max(local.numel(), other.numel())
+        return torch.cat([pad_for_gather(local, length), pad_for_gather(other, length)])
+
+    got = high_entropy_mask(ENTROPY, MASK, 0.5, gather)
+    assert got.tolist() == [[False, False, True, False], [True, False, False, False]]
+
+
+@pytest.mark.parametrize("quantile", [-0.1, 1.5])
+def test_a_quantile_outside_0_1_is_refused(quantile: float) -> None:
+    with pytest.raises(ValueError, match="top_entropy_quantile"):
+        high_entropy_mask(ENTROPY, MASK, quantile)
+
+
+def test_the_config_names_the_field(tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="top_entropy_quantile"):
+        _config(tiny_model_dir, prompt_files, tmp_path, top_entropy_quantile=1.5)
+
+
+def _loss_grad(token_mask: torch.Tensor | None, beta: float, mask: torch.Tensor) -> torch.Tensor:
+    theta = torch.full((2, 4), -1.0, dtype=torch.float64, requires_grad=True)
+    logp = -torch.nn.functional.softplus(-theta)  # (2, 4)
+    out = grpo_loss(
+        logp,
+        logp.detach(),
+        torch.tensor([1.0, -1.0], dtype=torch.float64),
+        mask,
+        loss_type="bnpo",
+        epsilon=0.2,
+        epsilon_high=None,
+        beta=beta,
+        ref_logp=logp.detach() - 0.3,
+        max_completion_length=4,
+        options=PolicyOptions(),
+        token_mask=token_mask,
+    )
+    (grad,) = torch.autograd.grad(out.loss, theta)
+    return grad
+
+
+def test_tokens_out_of_the_entropy_mask_get_no_policy_gradient_but_keep_the_kl() -> None:
+    mask = MASK.double()
+    keep = high_entropy_mask(ENTROPY, MASK, 0.5)
+    grad = _loss_grad(keep, 0.0, mask)
+    assert torch.equal(grad[~keep], torch.zeros(int((~keep).sum()), dtype=torch.float64))
+    # bnpo divides by the 6 counted tokens, not the 3 kept. logp = log sigmoid(theta), so at ratio 1 the
+    # gradient of -A * ratio is -A * dlogp/dtheta = -A * sigmoid(-theta) = -A * sigmoid(1) at theta = -1.
+    slope = torch.sigmoid(torch.tensor(1.0, dtype=torch.float64))
+    torch.testing.assert_close(grad[0, 1], -slope / 6, rtol=1e-6, atol=0)
+    torch.testing.assert_close(grad[1, 0], slope / 6, rtol=1e-6, atol=0)
+    with_kl = _loss_grad(keep, 0.1, mask)
+    dropped = ~keep & MASK.bool()
+    assert (with_kl[dropped] != 0).all()  # TRL's order: the KL is added after the entropy mask
+
+
+def test_zero_advantage_groups_by_hand() -> None:
+    advantages = torch.tensor([0.0, 0.0, 1.0, -1.0, 0.5, 0.0, 0.0, -0.5])
+    groups = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    assert zero_advantage_groups(advantages, groups).tolist() == [True, True] + [False] * 6
+    per_token = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.2], [0.0, 0.0]])
+    assert zero_advantage_groups(per_token, torch.tensor([5, 5, 9, 9])).tolist() == [True, True, False, False]
+
+
+def test_masking_zero_advantage_groups_removes_their_kl_gradient(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Step 1's rewards differ, so the policy leaves the reference; step 2's are all equal, so every group has zero
+    spread and zero advantage. With beta > 0 the KL alone still draws gradient in step 2; with the option, none."""
+
+    def scorer() -> object:
+        seen = [0]
+
+        def reward(item: dict) -> float:
+            seen[0] += 1
+            return float(seen[0] % 2) if seen[0] <= 8 else 1.0  # step 1: 2 prompts x 4 completions
+
+        return StandInServer(reward).scorer()
+
+    kw = {"max_steps": 2, "beta": 0.1}
+    kl = train(_config(tiny_model_dir, prompt_files, tmp_path / "kl", **kw), scorer=scorer())
+    masked = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "masked", mask_zero_advantage_groups=True, **kw),
+        scorer=scorer(),
+    )
+    for run in (kl, masked):
+        assert run.history[0]["adv/frac_zero_std_groups"] == 0.0 and run.history[0]["optim/grad_norm"] > 0
+        assert run.history[1]["adv/frac_zero_std_groups"] == 1.0
+    assert kl.history[1]["loss/kl"] > 0 and kl.history[1]["optim/grad_norm"] > 0
+    assert masked.history[1]["optim/grad_norm"] == 0.0
+
+
+def test_the_loop_logs_the_entropy_of_the_trained_tokens(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """With the top 30% of tokens by entropy trained on, their mean entropy is above the mean of all tokens."""
+    result = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "run", max_steps=1, top_entropy_quantile=0.3),
+        scorer=StandInServer(lambda item: float(len(item["response"]) % 2)).scorer(),
+    )
+    row = result.history[0]
+    assert row["policy/entropy_trained"] > row["policy/entropy"] > 0
+    full = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "full", max_steps=1),
+        scorer=StandInServer(lambda item: float(len(item["response"]) % 2)).scorer(),
+    )
+    assert full.history[0]["policy/entropy_trained"] == full.history[0]["policy/entropy"]
