@@ -22,7 +22,7 @@ run() {  # run SIDE DIR ROUND: both benchmarks from DIR, each side's own code on
   local side=$1 dir=$2 round=$3
   (cd "$dir" && PYTHONPATH="$dir:$dir/clients" "$PYTHON" benchmarks/math_throughput.py --problems "$PROBLEMS") \
     > "$OUT/math-$side-$round.txt"
-  (cd "$dir" && PYTHONPATH="$dir:$dir/clients" "$PYTHON" benchmarks/trainer_step.py --steps "$STEPS" --rounds 1 \
+  (cd "$dir" && PYTHONPATH="$dir:$dir/clients" "$PYTHON" benchmarks/trainer_step.py --steps "$STEPS" --rounds 1 --chunk 4 \
     --modes overlap --json "$OUT/step-$side-$round.json") > /dev/null
 }
 

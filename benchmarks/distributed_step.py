@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from trainer_step import _prompts, add_shape_arguments, build_model, stand_in_reward  # noqa: E402
 
-from tests.trainer.conftest import StandInServer  # noqa: E402
 from trainer.config import config_from_dict  # noqa: E402
+from trainer.stand_in import StandInServer  # noqa: E402
 from trainer.train import train  # noqa: E402
 
 

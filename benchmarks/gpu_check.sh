@@ -22,7 +22,7 @@ if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
     echo "gpu_check: no CUDA device here (torch.cuda.is_available() is False for $PY); run this on a GPU machine" >&2
     exit 2
 fi
-if ! missing="$("$PY" -c 'import trainer.train, tests.trainer.conftest' 2>&1)"; then
+if ! missing="$("$PY" -c 'import trainer.train, trainer.stand_in' 2>&1)"; then
     echo "gpu_check: the trainer does not import with $PY (a missing dependency?):" >&2
     echo "$missing" | tail -n 3 >&2
     exit 2

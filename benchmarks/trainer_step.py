@@ -46,8 +46,8 @@ sys.path.insert(0, str(REPO / "clients"))  # the light client, rlvr_client
 
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.trainer.conftest import StandInServer  # noqa: E402
 from trainer.config import config_from_dict  # noqa: E402
+from trainer.stand_in import StandInServer  # noqa: E402
 from trainer.tiny import build_tiny_model, build_tokenizer  # noqa: E402
 from trainer.train import train  # noqa: E402
 
@@ -153,13 +153,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running reward server; default: start one here")
     parser.add_argument("--rounds", type=int, default=3, help="runs per mode, alternating the modes against drift")
-    parser.add_argument("--chunk", type=int, default=4, help="rollout_chunk_prompts")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="rollout_chunk_prompts; default: --prompts, one generate call a step as TRL makes (trl_step.py's shape). "
+        "Overlap hides scoring only with several chunks: pass e.g. --chunk 4 to measure it",
+    )
     parser.add_argument("--math-workers", type=int, default=1, help="worker processes of the server started here")
     parser.add_argument("--modes", nargs="+", default=["no-overlap", "overlap"], choices=["no-overlap", "overlap"])
     parser.add_argument("--rewards", default="server", choices=["server", "stand-in"], help="stand-in: no server")
     parser.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
     add_shape_arguments(parser)
     args = parser.parse_args()
+    args.chunk = args.chunk or args.prompts
 
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:
         root = Path(tmp)

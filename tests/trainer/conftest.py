@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import torch
 
-from trainer.reward_client import RewardScorer
 from trainer.tiny import build_tiny_model, build_tokenizer, supervised_warm_up
 
 CHAT_TEMPLATE = (
@@ -75,49 +72,3 @@ def prompt_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     train.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(12)))
     held_out.write_text("".join(json.dumps(r) + "\n" for r in arithmetic_rows(4, offset=100)))
     return train, held_out
-
-
-def contains_answer(item: dict[str, Any]) -> float | None:
-    """Stand-in accuracy: 1 when the ground truth appears in the completion, else 0."""
-    return 1.0 if item["ground_truth"] in item["response"] else 0.0
-
-
-def whole_response_step(item: dict[str, Any]) -> list[dict[str, Any]]:
-    """Stand-in step rewards: the whole completion is one step, scored as the item's reward."""
-    return [{"start": 0, "end": len(item["response"]), "score": contains_answer(item), "status": "ok", "detail": None}]
-
-
-class StandInServer:
-    """A ``MockTransport`` handler speaking the ``/v1/rewards`` contract with a pluggable scoring rule.
-
-    ``score(item) -> float | None``; ``None`` gives a null reward with status ``timeout``. An item that asks for
-    ``steps`` gets ``steps(item)`` back (a list of step results). Items are recorded.
-    """
-
-    def __init__(
-        self,
-        score: Callable[[dict[str, Any]], float | None] = contains_answer,
-        steps: Callable[[dict[str, Any]], list[dict[str, Any]]] = whole_response_step,
-    ) -> None:
-        self.score = score
-        self.steps = steps
-        self.items: list[dict[str, Any]] = []
-        self.requests = 0
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests += 1
-        body = json.loads(request.content)
-        results = []
-        for item in body["items"]:
-            self.items.append(item)
-            s = self.score(item)
-            status = "ok" if s is not None else "timeout"
-            acc = {"score": s, "weight": 1.0, "status": status, "detail": None, "info": {}}
-            result = {"id": item["id"], "reward": s, "status": status, "components": {"accuracy": acc}}
-            if "steps" in item:
-                result["steps"] = self.steps(item)
-            results.append(result)
-        return httpx.Response(200, json={"results": results})
-
-    def scorer(self) -> RewardScorer:
-        return RewardScorer("http://stand-in", client=httpx.AsyncClient(transport=httpx.MockTransport(self)))

@@ -19,13 +19,13 @@ from typing import Any
 import httpx
 import torch
 
-from tests.trainer.conftest import StandInServer
 from trainer import session as session_module
 from trainer import train as train_module
 from trainer.config import GRPOConfig, config_from_dict
 from trainer.reward_client import RewardScorer
 from trainer.rollout.base import Prompt, RolloutBatch, SamplingParams
 from trainer.rollout.transformers_backend import TransformersBackend
+from trainer.stand_in import StandInServer
 
 # Adam's step is about lr * sign(g); with adam_epsilon 1 it is about lr * g, so a gradient that differs by
 # rounding gives an update that differs by rounding, and a wrong normaliser shows as a factor.

@@ -16,7 +16,6 @@ import httpx
 import pytest
 import torch
 
-from tests.trainer.conftest import StandInServer
 from tests.trainer.test_train import _config
 from trainer.algorithms.advantages import (
     frac_zero_std_groups,
@@ -28,6 +27,7 @@ from trainer.algorithms.advantages import (
 from trainer.config import ConfigError, config_from_dict
 from trainer.distributed import Distributed
 from trainer.reward_client import RewardScorer
+from trainer.stand_in import StandInServer
 from trainer.train import _grad_cosine, train
 
 

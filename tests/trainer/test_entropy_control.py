@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainer.conftest import StandInServer
 from tests.trainer.test_train import _config
 from trainer.algorithms.advantages import zero_advantage_groups
 from trainer.algorithms.entropy import high_entropy_mask, pad_for_gather
 from trainer.algorithms.losses import PolicyOptions, grpo_loss
 from trainer.config import ConfigError
+from trainer.stand_in import StandInServer
 from trainer.train import train
 
 ENTROPY = torch.tensor([[0.1, 0.5, 0.9, 0.3], [0.7, 0.2, 9.0, 0.0]])

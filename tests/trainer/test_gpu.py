@@ -13,11 +13,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from tests.trainer.conftest import StandInServer
 from trainer.config import config_from_dict
 from trainer.rollout.base import RolloutBatch, SamplingParams, completion_mask_from_ids
 from trainer.rollout.forward import completion_log_probs
 from trainer.rollout.transformers_backend import TransformersBackend
+from trainer.stand_in import StandInServer
 from trainer.train import train
 
 pytestmark = [

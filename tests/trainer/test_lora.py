@@ -14,9 +14,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
-from tests.trainer.conftest import StandInServer
 from trainer.config import ConfigError, config_from_dict
 from trainer.rollout.weights import apply_lora, engine_weights
+from trainer.stand_in import StandInServer
 from trainer.train import train
 
 pytest.importorskip("peft")

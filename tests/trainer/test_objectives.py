@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import torch
 
-from tests.trainer.conftest import StandInServer
 from tests.trainer.test_registries import _config, _step
 from tests.trainer.test_train import _config as _run_config
 from trainer.algorithms.advantages import reinforce_plus_plus_advantages, rloo_advantages, token_whiten
 from trainer.algorithms.losses import PolicyOptions, grpo_loss, log_importance_weights, off_policy_mask
 from trainer.config import ConfigError
+from trainer.stand_in import StandInServer
 from trainer.train import train
 
 NAN = math.nan

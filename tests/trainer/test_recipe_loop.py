@@ -12,7 +12,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from tests.trainer.conftest import StandInServer
 from tests.trainer.test_train import _config, _params
 from trainer.config import ConfigError
 from trainer.data import indices_from
@@ -20,6 +19,7 @@ from trainer.metrics import read_metrics
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.forward import completion_log_probs
 from trainer.rollout.transformers_backend import TransformersBackend
+from trainer.stand_in import StandInServer
 from trainer.steps import char_end_to_token, step_tensors
 from trainer.train import train
 

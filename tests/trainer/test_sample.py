@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from reward_server.client import ComponentResult, RewardResult
-from tests.trainer.conftest import StandInServer
 from trainer.config import ConfigError, SampleConfig, config_from_dict
 from trainer.data import read_rows
 from trainer.sample import pass_at_k, sample, select
+from trainer.stand_in import StandInServer
 
 
 @pytest.mark.parametrize(

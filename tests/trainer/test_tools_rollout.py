@@ -17,7 +17,6 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.conftest import CHILD_PYTHONPATH, REPO_ROOT
-from tests.trainer.conftest import StandInServer
 from tests.trainer.tools_helpers import (
     TAUGHT,
     FakeToolClient,
@@ -32,6 +31,7 @@ from trainer.reward_client import RewardScorer
 from trainer.rollout.base import RolloutBatch, SamplingParams
 from trainer.rollout.forward import completion_log_probs
 from trainer.rollout.transformers_backend import TransformersBackend
+from trainer.stand_in import StandInServer
 from trainer.tools.formats import make_format
 from trainer.tools.rollout import ToolBackend, tool_metrics
 

@@ -19,7 +19,6 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlvr_client.client import RewardItem, RewardServerError
-from tests.trainer.conftest import StandInServer
 from trainer.algorithms.losses import grpo_loss
 from trainer.config import ConfigError, GRPOConfig, config_from_dict
 from trainer.data import DataError
@@ -29,6 +28,7 @@ from trainer.reward_client import RewardScorer
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.forward import completion_log_probs
 from trainer.rollout.transformers_backend import TransformersBackend
+from trainer.stand_in import StandInServer
 from trainer.train import train
 
 

@@ -18,10 +18,10 @@ import torch
 import yaml
 
 from tests.conftest import REPO_ROOT
-from tests.trainer.conftest import StandInServer
 from tests.trainer.test_smoke_live import live_server  # noqa: F401  # the fixture
 from tests.trainer.test_train import _config, _params
 from trainer.metrics import read_metrics
+from trainer.stand_in import StandInServer
 from trainer.train import train
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

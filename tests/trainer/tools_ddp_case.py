@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from tests.trainer.conftest import StandInServer
 from trainer.config import config_from_dict
+from trainer.stand_in import StandInServer
 from trainer.train import train
 
 

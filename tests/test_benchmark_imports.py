@@ -1,0 +1,24 @@
+"""The trainer benchmarks run in a plain environment (``pip install trl`` beside the project, no pytest): importing
+them must not pull in the test suite (``benchmarks/trl_step.py`` once failed so, importing a conftest)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("module", ["trainer_step", "trl_step", "distributed_step"])
+def test_the_benchmark_imports_without_pytest(module: str) -> None:
+    code = (
+        "import sys; sys.modules['pytest'] = None; "  # `import pytest` now raises ImportError
+        f"sys.path[:0] = [{str(REPO / 'benchmarks')!r}, {str(REPO)!r}, {str(REPO / 'clients')!r}]; "
+        f"import {module}; print(sorted(m for m in sys.modules if m.startswith('tests')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"  # nothing of the test suite was imported
