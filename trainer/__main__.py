@@ -1,5 +1,5 @@
 """Command line: ``python -m trainer train|sft|sample --config CONFIG.yaml`` (``train`` is also ``grpo-train``),
-``plot``, ``merge`` and ``fields``."""
+``plot``, ``merge``, ``fields`` and ``convert`` (a TRL or verl config carried over)."""
 
 from __future__ import annotations
 
@@ -130,6 +130,42 @@ def fields(
         raise typer.Exit(2)
     for name, doc in field_docs(CONFIG_CLASSES[command]).items():
         typer.echo(f"{name:28s} {doc}")
+
+
+@app.command()
+def convert(
+    source: Annotated[Path, typer.Argument(help="TRL GRPOConfig as JSON/YAML (its to_dict()), or a verl YAML.")],
+    from_: Annotated[str, typer.Option("--from", help="trl or verl")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")
+    ] = None,
+) -> None:
+    """Carry a TRL or verl config over: our YAML (add model_name_or_path and train_data where missing), and a
+    report of what was mapped, dropped as neutral and ignored (docs/trainer/from_trl_verl.md has the table)."""
+    import yaml
+
+    from trainer.config.foreign import convert as run_convert
+
+    if from_ not in ("trl", "verl"):
+        typer.echo(f"error: --from must be trl or verl, got {from_!r}", err=True)
+        raise typer.Exit(2)
+    try:
+        values = yaml.safe_load(source.read_text())
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source} holds no mapping of options")
+        result = run_convert(values, from_)  # type: ignore[arg-type]
+    except (OSError, yaml.YAMLError, ConfigError) as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    text = yaml.safe_dump(result.options, sort_keys=False)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+    labels = {"mapped": "mapped", "refused": "dropped (no counterpart, neutral value)", "ignored": "ignored"}
+    for kind, names in result.report.items():
+        shown = names if kind != "ignored" else [f"{len(names)} options (logging, hub, hardware, ...)"]
+        typer.echo(f"# {labels[kind]}: " + ("; ".join(shown) if shown else "none"), err=True)
 
 
 def main() -> None:

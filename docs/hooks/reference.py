@@ -7,6 +7,8 @@
   and the commands' classes);
   ``trainer/recipe.md``: ``<!-- generated: sft-config -->`` and ``<!-- generated: sample-config -->`` the same
   for ``SFTConfig`` and ``SampleConfig``.
+- ``trainer/from_trl_verl.md``: ``<!-- generated: foreign-rules -->`` becomes the table of
+  ``trainer/config/foreign.py``'s rules (what ``python -m trainer convert`` does with each TRL or verl option).
 - ``examples/arithmetic/curves.png`` (outside ``docs/``) is added to the site for the example's page.
 
 Everything is read from this checkout; nothing is downloaded. A page that lost its marker fails the build.
@@ -31,6 +33,7 @@ OPENAPI_MARKER = "<!-- generated: openapi -->"
 CONFIG_MARKER = "<!-- generated: grpo-config -->"
 SFT_CONFIG_MARKER = "<!-- generated: sft-config -->"
 SAMPLE_CONFIG_MARKER = "<!-- generated: sample-config -->"
+FOREIGN_MARKER = "<!-- generated: foreign-rules -->"
 #: Files outside ``docs/`` that pages show, as (path from the repository root, path in the site).
 EXTRA_FILES = [("examples/arithmetic/curves.png", "examples/arithmetic/curves.png")]
 
@@ -247,10 +250,19 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
+def render_foreign_rules() -> str:
+    """The TRL and verl conversion rules as one Markdown table."""
+    _import_path()
+    from trainer.config.foreign import rules_table
+
+    return rules_table()
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     generated = {
         "api.md": [(OPENAPI_MARKER, lambda: render_openapi(openapi_spec()))],
         "trainer/config.md": [(CONFIG_MARKER, render_config)],
+        "trainer/from_trl_verl.md": [(FOREIGN_MARKER, render_foreign_rules)],
         "trainer/recipe.md": [
             (SFT_CONFIG_MARKER, lambda: render_config("SFTConfig", level=4)),
             (SAMPLE_CONFIG_MARKER, lambda: render_config("SampleConfig", level=4)),
