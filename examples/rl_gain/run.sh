@@ -9,6 +9,8 @@
 #   4. rft_offline    offline RFT: sample once from the start, SFT on the verified samples (sample_rft, sft_rft)
 #   5. random_reward  GRPO with each step's rewards shuffled across the batch (must not gain)
 #   6. process        GRPO with process supervision (each line of working checked by the server)
+#   7. gspo, cispo, rloo  GRPO with GSPO's sequence ratio, CISPO's objective or RLOO's baseline (not in the default
+#                     ARMS: ARMS="grpo gspo cispo rloo" runs them beside GRPO from the same start)
 # After the start and each arm, on the 200 held-out hard problems: greedy pass@1 (pass1.yaml) and pass@1/pass@8
 # of 8 samples at the training temperature (pass8.yaml); greedy pass@1 on the easy held-out set too. The figures
 # go to $OUT/summary.json and $OUT/summary.md (summary.py).
@@ -98,6 +100,12 @@ for arm in $ARMS; do
     rft_online) rl rft_online --set advantage_estimator=rft ;;
     random_reward) rl random_reward --set shuffle_rewards=true ;;
     process) rl process --set advantage_estimator=process ;;
+    # issue 22's objectives, each GRPO with one thing changed: GSPO's sequence ratio (with its paper's clip range and
+    # per-completion mean), CISPO's clipped weight (ScaleRL's cap 5), RLOO's leave-one-out baseline
+    gspo) rl gspo --set importance_sampling_level=sequence --set loss_type=grpo --set epsilon=3e-4 \
+      --set epsilon_high=4e-4 ;;
+    cispo) rl cispo --set loss_type=cispo --set epsilon_high=5.0 ;;
+    rloo) rl rloo --set advantage_estimator=rloo ;;
     rft_offline)
       phase rft_offline_sample trainer sample --config "$EX/sample_rft.yaml" --set "$URL" \
         --set "model_name_or_path=$START" --set "data=$OUT/data/rl_prompts.jsonl" --set "seed=$SEED" \
@@ -112,7 +120,8 @@ for arm in $ARMS; do
         phase eval_rft_offline evaluate rft_offline "$START"
       fi
       ;;
-    *) echo "unknown arm '$arm': choose from grpo rft_online rft_offline random_reward process" >&2; exit 2 ;;
+    *) echo "unknown arm '$arm': choose from grpo rft_online rft_offline random_reward process gspo cispo rloo" >&2
+      exit 2 ;;
   esac
 done
 

@@ -29,6 +29,9 @@ ARMS = [
     ("rft_offline", "offline RFT (sample once, SFT on the verified)"),
     ("random_reward", "GRPO with shuffled rewards (control)"),
     ("process", "GRPO, process supervision"),
+    ("gspo", "GSPO (sequence ratio)"),
+    ("cispo", "CISPO (clipped weight)"),
+    ("rloo", "RLOO baseline"),
 ]
 #: (key, label, unit) of each arm's figures.
 FIGURES = [
@@ -37,7 +40,7 @@ FIGURES = [
     ("pass8_t1", "pass@8, T=1", "%"),
     ("easy_pass1", "easy regime greedy pass@1", "%"),
 ]
-RL_ARMS = ("grpo", "rft_online", "random_reward", "process")
+RL_ARMS = ("grpo", "rft_online", "random_reward", "process", "gspo", "cispo", "rloo")
 
 
 def environment() -> dict[str, Any]:
@@ -162,7 +165,8 @@ def plot(run_dirs: list[Path], out: Path) -> Path | None:
         ("completions/mean_length", "mean response length (tokens)"),
     ]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6))
-    colours = dict(zip(RL_ARMS, ("tab:blue", "tab:green", "tab:red", "tab:purple"), strict=True))
+    palette = ("tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:cyan")
+    colours = dict(zip(RL_ARMS, palette, strict=True))
     for arm in arms:
         for i, d in enumerate(run_dirs):
             path = d / arm
