@@ -172,3 +172,89 @@ def test_two_sided_clipping_equals_verls_dual_clip(seed: int) -> None:
     (our_grad,) = torch.autograd.grad(ours, logp)
     torch.testing.assert_close(ours, theirs)
     torch.testing.assert_close(our_grad, their_grad)
+
+
+# --------------------------------------------------------------------------------------- KL-Cov and Clip-Cov
+
+
+def _cov_batch(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows of lengths 3, 6 (truncated), 1 and 4; advantages per row; ratios in about [0.5, 1.8]; log-probs spread
+    enough that covariances reach Clip-Cov's window (1, 5)."""
+    g = torch.Generator().manual_seed(seed)
+    mask = (torch.arange(WIDTH) < torch.tensor([3, 6, 1, 4]).unsqueeze(-1)).float()
+    logp = (-6 * torch.rand(4, WIDTH, generator=g, dtype=torch.float64)).requires_grad_()
+    old = logp.detach() + (torch.rand(4, WIDTH, generator=g, dtype=torch.float64) - 0.5) * 1.2
+    advantages = torch.tensor([[2.0], [-1.5], [0.5], [-2.5]], dtype=torch.float64).expand(4, WIDTH)
+    return logp, old, advantages, mask
+
+
+def _ours_cov(
+    loss_type: str, logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, **options: float
+) -> torch.Tensor:
+    from trainer.algorithms.losses import PolicyOptions, grpo_loss
+
+    return grpo_loss(
+        logp,
+        old,
+        adv[:, 0],
+        mask,
+        loss_type=loss_type,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=WIDTH,
+        num_items_in_batch=mask.sum(),
+        options=PolicyOptions(**options),
+    ).loss
+
+
+@pytest.mark.parametrize("ratio", [0.0002, 0.2, 0.5])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kl_cov_equals_verls(ratio: float, seed: int) -> None:
+    """``loss_type: kl_cov`` against verl's ``compute_policy_loss_kl_cov`` (``token-mean``): values and gradients;
+    0.0002 of 14 tokens still penalises one, as in verl."""
+    from verl.workers.config import ActorConfig, PolicyLossConfig
+
+    logp, old, adv, mask = _cov_batch(seed)
+    config = ActorConfig(
+        strategy="fsdp",
+        ppo_micro_batch_size_per_gpu=1,
+        rollout_n=2,
+        policy_loss=PolicyLossConfig(loss_mode="kl_cov", kl_cov_ratio=ratio, ppo_kl_coef=0.7),
+    )
+    theirs, _ = core_algos.compute_policy_loss_kl_cov(old, logp, adv, mask, "token-mean", config)
+    ours = _ours_cov("kl_cov", logp, old, adv, mask, kl_cov_ratio=ratio, ppo_kl_coef=0.7)
+    (their_grad,) = torch.autograd.grad(theirs, logp)
+    (our_grad,) = torch.autograd.grad(ours, logp)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, their_grad)
+    plain = _ours_cov("kl_cov", logp, old, adv, mask, kl_cov_ratio=ratio, ppo_kl_coef=0.0)
+    assert float(ours) > float(plain)  # the penalty is there, so equality is not the unpenalised surrogate's
+
+
+@pytest.mark.parametrize("ratio", [0.0002, 0.3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_clip_cov_equals_verls_under_the_same_seed(ratio: float, seed: int) -> None:
+    """``loss_type: clip_cov`` against verl's ``compute_policy_loss_clip_cov``: it draws the tokens to cut with
+    ``torch.randperm``, so both run under the same torch seed; values and gradients."""
+    from verl.workers.config import ActorConfig, PolicyLossConfig
+
+    logp, old, adv, mask = _cov_batch(seed)
+    config = ActorConfig(
+        strategy="fsdp",
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.28,
+        ppo_micro_batch_size_per_gpu=1,
+        rollout_n=2,
+        policy_loss=PolicyLossConfig(loss_mode="clip_cov", clip_cov_ratio=ratio, clip_cov_lb=1.0, clip_cov_ub=5.0),
+    )
+    torch.manual_seed(100 + seed)
+    theirs, metrics = core_algos.compute_policy_loss_clip_cov(old, logp, adv, mask, "token-mean", config)
+    torch.manual_seed(100 + seed)
+    ours = _ours_cov("clip_cov", logp, old, adv, mask, clip_cov_ratio=ratio, clip_cov_lb=1.0, clip_cov_ub=5.0)
+    (their_grad,) = torch.autograd.grad(theirs, logp)
+    (our_grad,) = torch.autograd.grad(ours, logp)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, their_grad)
+    assert metrics["actor/pg_clipfrac"] > 0  # some token was cut: the test exercises the selection

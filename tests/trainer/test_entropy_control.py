@@ -145,3 +145,33 @@ def test_the_loop_logs_the_entropy_of_the_trained_tokens(
         scorer=StandInServer(lambda item: float(len(item["response"]) % 2)).scorer(),
     )
     assert full.history[0]["policy/entropy_trained"] == full.history[0]["policy/entropy"]
+
+
+def test_kl_cov_penalises_the_highest_covariance_token_by_hand() -> None:
+    """Advantages 1 and -1, log-probs [[-1, -2], [-3, -4.5]] (mean -2.625): covariances 1.625, 0.625, 0.375, 1.875,
+    so a quarter of the 4 tokens is (1, 1). Every log-ratio is -0.1: that token's loss gains ``coef * 0.1`` and its
+    gradient ``-coef`` (d|x|/dx at x < 0); the others are the unclipped ``-A * rho``, averaged over 4 tokens."""
+    logp = torch.tensor([[-1.0, -2.0], [-3.0, -4.5]], dtype=torch.float64, requires_grad=True)
+    old = logp.detach() + 0.1
+    mask = torch.ones(2, 2, dtype=torch.float64)
+    options = PolicyOptions(kl_cov_ratio=0.25, ppo_kl_coef=0.5)
+    out = grpo_loss(
+        logp,
+        old,
+        torch.tensor([1.0, -1.0], dtype=torch.float64),
+        mask,
+        loss_type="kl_cov",
+        epsilon=0.2,
+        epsilon_high=None,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=2,
+        num_items_in_batch=4,
+        options=options,
+    )
+    rho = torch.exp(torch.tensor(-0.1, dtype=torch.float64))
+    torch.testing.assert_close(out.loss, (-2 * rho + 2 * rho + 0.5 * 0.1) / 4)
+    (grad,) = torch.autograd.grad(out.loss, logp)
+    expected = torch.stack([-rho, -rho, rho, rho - 0.5]).reshape(2, 2) / 4
+    torch.testing.assert_close(grad, expected)
+    assert out.clip_ratio == 0.25  # the penalised share

@@ -139,6 +139,7 @@ def test_a_verl_config_maps_estimator_aggregation_clip_and_kl() -> None:
         ("actor_rollout_ref.actor.entropy_coeff", 0.01, "top_entropy_quantile"),
         ("algorithm.use_kl_in_reward", True, "set beta"),
         ("actor_rollout_ref.actor.policy_loss.loss_mode", "cispo", "gspo"),
+        ("actor_rollout_ref.actor.policy_loss.loss_mode", "geo_mean", "kl_cov"),
     ],
 )
 def test_a_verl_option_we_lack_is_an_error(path: str, value: object, says: str) -> None:
@@ -171,7 +172,7 @@ def test_the_convert_command(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert yaml.safe_load(run.stdout) == {"beta": 0.04, "num_generations": 4, "prompt_batch_size": 2}
-    assert "# mapped: beta; num_generations; per_device_train_batch_size" in run.stderr
+    assert "# mapped: per_device_train_batch_size; beta; num_generations" in run.stderr  # rules first
     src.write_text(json.dumps({"steps_per_generation": 4}))
     bad = subprocess.run(
         [sys.executable, "-m", "trainer", "convert", str(src), "--from", "trl"],
@@ -181,3 +182,15 @@ def test_the_convert_command(tmp_path: Path) -> None:
         timeout=120,
     )
     assert bad.returncode == 2 and "steps_per_generation=4" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_verls_kl_cov_maps_with_its_options_after_the_aggregation() -> None:
+    actor = {
+        "loss_agg_mode": "token-mean",
+        "policy_loss": {"loss_mode": "kl_cov", "kl_cov_ratio": 0.002, "ppo_kl_coef": 0.5},
+    }
+    out = convert({"actor_rollout_ref": {"actor": actor}}, "verl")
+    assert out.options == {"loss_type": "kl_cov", "kl_cov_ratio": 0.002, "ppo_kl_coef": 0.5}
+    actor["loss_agg_mode"] = "seq-mean-token-mean"
+    with pytest.raises(ConfigError, match="aggregates as token-mean"):
+        convert({"actor_rollout_ref": {"actor": actor}}, "verl")

@@ -155,6 +155,16 @@ class PolicyOptions:
     # ------------------------------------------------------------------ entropy and masking
     top_entropy_quantile: float = 1.0
     """Train the policy term on this top share of tokens by entropy only (arXiv 2506.01939, TRL semantics; 1: all)."""
+    kl_cov_ratio: float = 0.0002
+    """``loss_type: kl_cov``: share of tokens, by covariance of advantage and log-prob, given the KL penalty (verl)."""
+    ppo_kl_coef: float = 1.0
+    """``loss_type: kl_cov``: the coefficient of that penalty, ``|log ratio|`` (verl's name and default)."""
+    clip_cov_ratio: float = 0.0002
+    """``loss_type: clip_cov``: share of tokens whose gradient is cut (verl's name and default)."""
+    clip_cov_lb: float = 1.0
+    """``loss_type: clip_cov``: a cut token's covariance is above this (verl's default)."""
+    clip_cov_ub: float = 5.0
+    """``loss_type: clip_cov``: ... and below this (verl's default)."""
     mask_zero_advantage_groups: bool = False
     """Leave groups whose advantages are all 0 out of the loss, KL included (off: with ``beta > 0`` they draw KL)."""
 

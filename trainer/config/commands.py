@@ -408,6 +408,12 @@ def _check_objective(c: GRPOConfig) -> None:
         if getattr(c, name) <= 0:
             raise _fix(name, getattr(c, name), "must be > 0", "Keep TRL's default.")
     _check_non_negative(c, "vespo_k_pos", "vespo_k_neg")
+    for name in ("kl_cov_ratio", "clip_cov_ratio"):
+        if not 0.0 < getattr(c, name) <= 1.0:
+            raise _fix(name, getattr(c, name), "must be in (0, 1]: a share of tokens", "verl's default is 0.0002.")
+    _check_non_negative(c, "ppo_kl_coef")
+    if c.clip_cov_lb >= c.clip_cov_ub:
+        raise _fix("clip_cov_lb", c.clip_cov_lb, f"must be below clip_cov_ub ({c.clip_cov_ub})", "verl: 1.0 and 5.0.")
     if not 0.0 <= c.top_entropy_quantile <= 1.0:
         raise _fix(
             "top_entropy_quantile",

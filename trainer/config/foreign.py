@@ -169,7 +169,12 @@ _AGG = {
     "seq-mean-token-sum-norm": "dr_grpo",
     "seq-mean-token-sum": "luspo",
 }
-_LOSS_MODES = {"vanilla": {}, "gspo": {"importance_sampling_level": "sequence_token"}}
+_LOSS_MODES = {
+    "vanilla": {},
+    "gspo": {"importance_sampling_level": "sequence_token"},
+    "kl_cov": {"loss_type": "kl_cov"},  # aggregated as token-mean (dapo), verl's default
+    "clip_cov": {"loss_type": "clip_cov"},
+}
 
 
 def _pick(table: Mapping[str, Any], name: str, option: str) -> Callable[[Any, Mapping[str, Any]], dict[str, Any]]:
@@ -186,6 +191,14 @@ def _verl_estimator(value: Any, src: Mapping[str, Any]) -> dict[str, Any]:
     out = _pick(_ESTIMATORS, "advantage_estimator", "algorithm.adv_estimator")(value, src)
     if value == "grpo" and src.get("algorithm.norm_adv_by_std_in_grpo") is False:
         out["scale_rewards"] = "none"  # Dr. GRPO's advantage
+    return out
+
+
+def _verl_loss_mode(value: Any, src: Mapping[str, Any]) -> dict[str, Any]:
+    out = _pick(_LOSS_MODES, "", "policy_loss.loss_mode")(value, src)
+    agg = src.get("actor_rollout_ref.actor.loss_agg_mode", "token-mean")
+    if "loss_type" in out and agg != "token-mean":
+        raise ConfigError(f"policy_loss.loss_mode={value!r} aggregates as token-mean here, not {agg!r}")
     return out
 
 
@@ -226,8 +239,13 @@ VERL_RULES: tuple[Rule, ...] = (
         A + "policy_loss.loss_mode",
         "mapped",
         "vanilla -> the clipped surrogate; gspo -> importance_sampling_level "
-        "sequence_token; others refused (verl's cispo clips the weight on both sides: another weight than TRL's)",
-        _pick(_LOSS_MODES, "", "policy_loss.loss_mode"),
+        "sequence_token; kl_cov and clip_cov the same (with loss_agg_mode token-mean); others refused (verl's "
+        "cispo clips the weight on both sides: another weight than TRL's)",
+        _verl_loss_mode,
+    ),
+    *(
+        Rule(A + f"policy_loss.{name}", "mapped", name, _to(name, float))
+        for name in ("kl_cov_ratio", "ppo_kl_coef", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub")
     ),
     Rule(
         A + "clip_ratio",
@@ -309,8 +327,11 @@ def convert(source: Mapping[str, Any], kind: Literal["trl", "verl"]) -> Conversi
     ours = {f.name for f in dataclasses.fields(GRPOConfig)}
     out = Conversion(options={})
     errors = []
-    for key, value in flat.items():
-        rule = rules.get(key)
+    # the rules' own order, so that a later rule can refine an earlier one (loss_mode's loss_type after the
+    # aggregation's), then the options no rule names
+    order = [r for r in rules if r in flat] + [k for k in flat if k not in rules]
+    for key in order:
+        value, rule = flat[key], rules.get(key)
         if rule is None and kind == "trl" and key in ours:
             rule = Rule(key, "mapped", "the same", _same(key))
         if rule is None:
