@@ -82,6 +82,7 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
         if metrics is not None and sandbox is not None:
             live = sandbox
             metrics.workers_alive.labels("sandbox").set_function(lambda: live.alive)
+            metrics.watch_sandbox(live)
         yield ScoringContext(
             math_pool=pool,
             math_timeout_s=settings.math_timeout_s,
