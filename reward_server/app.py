@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Under a server (python -m reward_server, uvicorn), SIGTERM drains before uvicorn shuts down.
         restore_signals = install_drain_on_sigterm(drain, settings.drain_s)
         try:
-            async with scoring_runtime(settings, metrics) as scoring:
+            async with scoring_runtime(settings, metrics, stopping=lambda: drain.draining) as scoring:
                 set_scoring(app, scoring)
                 # The lifespan state reaches the connection protocol (reward_server.serving) and every request.
                 yield {"rlvr_settings": settings, "rlvr_metrics": metrics}

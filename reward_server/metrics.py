@@ -6,7 +6,12 @@ counters and nothing is registered at import time.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -86,3 +91,27 @@ class Metrics:
         self.tool_sessions = Gauge(
             "rlvr_tool_sessions", "Tool sessions open (bounded by RLVR_TOOL_MAX_SESSIONS)", registry=r
         )
+
+    def watch_sandbox(self, sandbox: object) -> None:
+        """Export the sandbox pool's clean-up counts (``cleaned``, ``replaced``) as
+        ``rlvr_sandbox_cleanups_total{outcome}``: after a job that hit a limit or left something behind, the
+        sandbox was cleaned in place, or replaced because the clean-up could not prove it clean."""
+        if hasattr(sandbox, "cleaned") and hasattr(sandbox, "replaced"):
+            self.registry.register(_SandboxCleanups(sandbox))
+
+
+class _SandboxCleanups(Collector):
+    """Reads the counts from the sandbox pool at each scrape."""
+
+    def __init__(self, sandbox: Any) -> None:
+        self.sandbox = sandbox
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "rlvr_sandbox_cleanups",
+            "Sandboxes after a job that hit a limit or left something behind: cleaned in place, or replaced",
+            labels=["outcome"],
+        )
+        family.add_metric(["cleaned"], self.sandbox.cleaned)
+        family.add_metric(["replaced"], self.sandbox.replaced)
+        yield family

@@ -30,11 +30,13 @@ process or to this launcher (``kill``, ``tgkill``, ``rt_sigqueueinfo`` ... to ei
 ``tkill`` and
 ``pidfd_send_signal`` with those signals to anyone) nor have the kernel do it for them (``ptrace``, a lower
 ``RLIMIT_CPU``, a POSIX timer or message-queue notification with a signal of their choosing, ``F_SETSIG``). The
-calls fail with EPERM; everything else, signals to the job's own children included, is untouched. Syscalls of a
-foreign ABI (x32, i386 on x86-64) fail with ENOSYS, so that they cannot go around the filter. The launcher checks
-at start that the filter can be installed here (``("ready", pid, guarded)``); where it cannot, a SIGKILL stays
-``runtime_error`` as before. A trusted script gets ``__rlvr_guard__()`` to guard a process it forks for the
-candidate (the Python harness's worker) the same way.
+calls fail with EPERM; everything else, signals to the job's own children included, is untouched. The guard also
+refuses (EPERM) the calls that make objects outliving the job's processes (``shmget``, ``semget``, ``msgget``,
+``mq_open``, ``add_key``, ``request_key``, ``keyctl``), so that a sandbox can be cleaned in place after any job.
+Syscalls of a foreign ABI (x32, i386 on x86-64) fail with ENOSYS, so that they cannot go around the filter. The
+launcher checks at start that the filter can be installed here (``("ready", pid, guarded)``); where it cannot, a
+SIGKILL stays ``runtime_error`` as before. A trusted script gets ``__rlvr_guard__()`` to guard a process it forks for
+the candidate (the Python harness's worker) the same way.
 
 The launcher is non-dumpable, so a job (same uid) cannot ptrace it or read its memory to tamper with the
 jobs after it; a job can only kill it with another signal or stop it (the program's doing: ``runtime_error``),
@@ -81,14 +83,19 @@ _SYSCALLS = {
     "x86_64": {
         "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
         "pidfd_send_signal": 424, "ptrace": 101, "setrlimit": 160, "prlimit64": 302, "timer_create": 222,
-        "fcntl": 72, "mq_notify": 244,
+        "fcntl": 72, "mq_notify": 244, "shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240, "add_key": 248,
+        "request_key": 249, "keyctl": 250,
     },
     "aarch64": {
         "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
         "pidfd_send_signal": 424, "ptrace": 117, "setrlimit": 164, "prlimit64": 261, "timer_create": 107,
-        "fcntl": 25, "mq_notify": 184,
+        "fcntl": 25, "mq_notify": 184, "shmget": 194, "semget": 190, "msgget": 186, "mq_open": 180, "add_key": 217,
+        "request_key": 218, "keyctl": 219,
     },
 }  # fmt: skip
+# Calls that make objects which outlive every process of the job (SysV IPC, POSIX message queues, kernel keys):
+# refused, so that killing the job's processes and emptying its scratch leaves the sandbox clean for the next job.
+_OUTLIVING = ("shmget", "semget", "msgget", "mq_open", "add_key", "request_key", "keyctl")
 _X32_BIT = 0x40000000
 _RET_ALLOW = 0x7FFF0000
 _RET_EPERM = 0x00050000 | 1
@@ -138,6 +145,7 @@ def _guard_program(pid, launcher=(0, 0)):
         jeq(nr["timer_create"], "ptr1"),
         jeq(nr["mq_notify"], "ptr1"),
         jeq(nr["fcntl"], "fcntl"),
+        *(jeq(nr[name], "deny") for name in _OUTLIVING),
         ("ret", _RET_ALLOW),
         # kill(pid, sig): a guarded signal to the main process, its group, the launcher, its group, our group (0)
         # or everyone (-1)

@@ -17,7 +17,10 @@ Bytes travel as base64.
   may be ``@python`` (run the script ``argv[1]`` in a warm interpreter), ``@python-trusted`` (the same,
   for our own test harness, which stays non-dumpable) or ``@python-syntax`` (compile it and report
   syntax errors only).
-* ``{"op": "close"}``: kill whatever is left and empty the work dir and ``/dev/shm``.
+* ``{"op": "close"}``: kill whatever is left, empty the work dir and ``/dev/shm``, remove any SysV IPC object
+  (shared memory, semaphores, message queues of the sandbox's own IPC namespace), and answer whether all of it
+  is provably gone (``clean``). A clean sandbox serves the next job; only one that cannot be proven clean is
+  replaced.
 
 Why each guard is here:
 
@@ -27,7 +30,8 @@ Why each guard is here:
   opening ``/proc/1/{mem,fd,environ}``.
 * After every run, any process other than the runner and the launcher means the job left something
   behind: ``kill(-1, SIGKILL)`` (from PID 1 it reaches every other process of the namespace) removes it,
-  and the answer says so, so the host replaces this sandbox instead of reusing it.
+  and the answer says so. The host then keeps the sandbox only when ``close`` proves it clean (no process
+  but the runner, empty work dir and ``/dev/shm``, no SysV IPC object), and replaces it otherwise.
 * Output beyond the limit is read and thrown away: the runner's memory stays bounded, and a program
   that writes too much and then exits ends as output_limit (one that never stops ends at its time
   limit). Output pipes hold up to 1 MiB; within the cap they are read as data comes, past it a pipe the
@@ -113,6 +117,48 @@ def _host_oom_kills():
 def _other_pids(spare):
     me = os.getpid()
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in spare]
+
+
+_SYSVIPC = ("/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg")
+_IPC_RMID = 0
+
+
+def _sysvipc_ids():
+    """The SysV IPC objects of this IPC namespace, as (kind, id) pairs; every backend unshares the namespace, so
+    they can only be a job's. ``None`` where ``/proc/sysvipc`` cannot be read (then nothing can be proven)."""
+    found = []
+    for path in _SYSVIPC:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            return None
+        kind = path.rsplit("/", 1)[1]
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 1:
+                found.append((kind, int(fields[1])))
+    return found
+
+
+def _remove_sysvipc():
+    """Remove every SysV IPC object a job left (they outlive processes). Returns whether none is left."""
+    ids = _sysvipc_ids()
+    if ids is None:
+        return False
+    if ids:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for kind, ident in ids:
+            if kind == "shm":
+                libc.shmctl(ident, _IPC_RMID, None)
+            elif kind == "sem":
+                libc.semctl(ident, 0, _IPC_RMID)
+            else:
+                libc.msgctl(ident, _IPC_RMID, None)
+    # A segment still attached somewhere is only marked; with every process gone none is.
+    return _sysvipc_ids() == []
 
 
 def _reap():
@@ -412,7 +458,8 @@ class Runner:
         left, gone = self._kill_everything()
         self.job_dir = None
         self._wipe()
-        return {"ok": True, "leftover": left, "clean": gone}
+        ipc_gone = _remove_sysvipc()
+        return {"ok": True, "leftover": left, "clean": gone and ipc_gone, "ipc_clean": ipc_gone}
 
     def exec(self, req):
         if self.job_dir is None:

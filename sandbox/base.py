@@ -299,6 +299,9 @@ class _RunnerJob:
         self._slot = slot
         self._unavailable = unavailable
         self.reusable = True
+        """False once a run hit a limit or left something behind: the sandbox needs a clean-up before reuse."""
+        self.suspect = False
+        """True once a run ended in ``sandbox_error`` (the host's fault): the sandbox is replaced, not cleaned."""
 
     def _broken(self) -> str | None:
         if self._slot is None:
@@ -312,7 +315,11 @@ class _RunnerJob:
                 await self._slot.request(message, _OPEN_TIMEOUT_S)
 
     async def _close(self) -> bool:
-        """Clean up the work dir and leftovers. Returns whether the slot may serve another job."""
+        """Kill what is left, empty the work dir and ``/dev/shm``, remove SysV IPC objects (the runner's ``close``).
+
+        Returns whether the slot may serve another job: the runner proved it clean (no process but its own, the
+        scratch directories empty, no IPC object), and no run of this job was a ``sandbox_error``.
+        """
         if self._slot is None or self._slot.broken:
             return False
         try:
@@ -320,7 +327,9 @@ class _RunnerJob:
         except _SlotBroken as exc:
             logger.warning("sandbox %s: %s", self._slot.label, exc)
             return False
-        return self.reusable and not answer["leftover"] and answer["clean"]
+        if answer["leftover"]:
+            self.reusable = False
+        return not self.suspect and bool(answer["clean"])
 
     async def exec(
         self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits, channel: bool = False
@@ -343,6 +352,8 @@ class _RunnerJob:
         result = result_from_runner(answer, argv, limits)
         if not result.reusable:
             self.reusable = False
+        if result.status is Status.SANDBOX_ERROR or not answer["clean"]:
+            self.suspect = True
         return result
 
 
@@ -350,9 +361,12 @@ class RunnerPool(abc.ABC):
     """A :class:`Sandbox` made of ``pool_size`` warm sandboxes, each running the runner.
 
     Subclasses implement :meth:`_check` (can this backend run here?) and :meth:`_spawn` (start one
-    sandbox and return its transport). A job leases one sandbox; when the job hit a limit, left a
-    process behind or broke the runner, that sandbox is killed and a new one takes its place in the
-    background, so the next job never sees what the last one did.
+    sandbox and return its transport). A job leases one sandbox. After each job the runner kills every
+    process the job left (its whole PID namespace but itself), empties the scratch directories and removes
+    SysV IPC objects, then checks that nothing is left: a sandbox proven clean serves the next job, even
+    after a limit hit (``cleaned``). Only one that cannot be proven clean, whose runner broke, or whose job
+    ended in ``sandbox_error`` is killed and replaced in the background (``replaced``), so the next job
+    never sees what the last one did.
     """
 
     name = "runner-pool"
@@ -370,7 +384,9 @@ class RunnerPool(abc.ABC):
         self._last_refill = time.monotonic()
         self._spawned = 0
         self.replaced = 0
-        """Sandboxes replaced so far (a job hit a limit, left a process behind, or broke the runner)."""
+        """Sandboxes replaced so far (the clean-up could not prove them clean, or the runner broke)."""
+        self.cleaned = 0
+        """Sandboxes cleaned in place and reused after a job that hit a limit or left something behind."""
 
     # ------------------------------------------------------------------ backend hooks
 
@@ -441,6 +457,8 @@ class RunnerPool(abc.ABC):
     async def _finish(self, job: _RunnerJob, slot: _Slot) -> None:
         reusable = await job._close()
         if reusable and not self._closed:
+            if not job.reusable:
+                self.cleaned += 1
             self._idle.append(slot)
             assert self._cond is not None
             async with self._cond:

@@ -126,8 +126,9 @@ class ExecResult:
         memory_mb: peak resident memory of the process (and its waited-for children), in MiB.
         detail: why, in words, for anything but ``ok``.
         channel: what the program wrote to the harness's result channel (assert/call tests only).
-        reusable: False when this run leaves the sandbox unfit for the next job (a limit was hit or a
-            process was left behind); the backend then replaces that container or bubblewrap sandbox.
+        reusable: False when this run leaves the sandbox in need of a clean-up (a limit was hit or a
+            process was left behind); the backend then cleans it in place and replaces that container or
+            bubblewrap sandbox only when the clean-up cannot prove it clean.
         host_oom: the OOM killer of the host or container acted during the run (on this job or another).
         guarded: the run's processes could not send SIGKILL or SIGTERM to its main process (the launcher's kill
             guard), so such a death came from outside the sandbox.

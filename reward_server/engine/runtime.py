@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from reward_server.engine.code_sandbox import start_sandbox
@@ -25,9 +27,14 @@ MATH_HANDLER = "reward_server.engine.offload:score_item"
 
 
 @asynccontextmanager
-async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) -> AsyncIterator[ScoringContext]:
+async def scoring_runtime(
+    settings: Settings, metrics: Metrics | None = None, stopping: Callable[[], bool] = lambda: False
+) -> AsyncIterator[ScoringContext]:
     """Start the math worker pool (and the reward models, where configured), yield a ready
     :class:`ScoringContext`, and stop everything on exit.
+
+    ``stopping`` says whether the server was told to stop (SIGTERM) meanwhile: the language-model preload then
+    ends at once, unfinished (the models load on first use instead), so that the stop is not kept waiting for it.
 
     Raises:
         TimeoutError: the workers did not start within ``settings.worker_start_timeout_s`` (the models within
@@ -80,10 +87,11 @@ async def scoring_runtime(settings: Settings, metrics: Metrics | None = None) ->
             # The language detector's models take seconds to load: do it now, not on the first request. Not
             # beside the starts above: the load holds the GIL for seconds at a time, and on a busy machine the
             # sandbox's start-up probe (a subprocess read from a thread) then ran past its 30 s limit.
-            await asyncio.to_thread(default_detector().load)
+            await _preload_language_models(stopping)
         if metrics is not None and sandbox is not None:
             live = sandbox
             metrics.workers_alive.labels("sandbox").set_function(lambda: live.alive)
+            metrics.watch_sandbox(live)
         yield ScoringContext(
             math_pool=pool,
             math_timeout_s=settings.math_timeout_s,
@@ -147,3 +155,27 @@ def readiness(pool: WorkerPool | None, scoring: ScoringContext | None) -> tuple[
         if why:
             content["detail"] = why
     return ready, content
+
+
+_PRELOAD_POLL_S = 0.05
+
+
+async def _preload_language_models(stopping: Callable[[], bool]) -> None:
+    """Load the language detector's models in a daemon thread, one language at a time, and stop waiting as soon as
+    ``stopping()`` is true. A daemon thread, not ``asyncio.to_thread``: the interpreter joins the default executor's
+    threads at exit, which would keep a stopped server waiting for the rest of the load."""
+    detector = default_detector()
+    start = time.monotonic()
+    logger.info("loading the language models (RLVR_PRELOAD_LANGUAGE_MODELS)")
+    loaded: list[bool] = []
+    thread = threading.Thread(target=lambda: loaded.append(detector.load(stopping)), name="rlvr-preload", daemon=True)
+    thread.start()
+    while thread.is_alive() and not stopping():
+        await asyncio.sleep(_PRELOAD_POLL_S)
+    if loaded == [True]:
+        logger.info("language models loaded in %.1f s", time.monotonic() - start)
+    else:
+        logger.warning(
+            "stopping during start-up: language-model preload abandoned after %.1f s (the models load on first use)",
+            time.monotonic() - start,
+        )

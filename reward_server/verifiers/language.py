@@ -208,9 +208,27 @@ class LinguaDetector:
         self._detector: Any = None
         self._lock = threading.Lock()
 
-    def load(self) -> None:
-        """Load the models now (a server can call this at start-up, in a thread, to spare the first request)."""
-        self._lingua()
+    def load(self, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Load the models now (a server can call this at start-up, in a thread, to spare the first request).
+
+        lingua holds the GIL while it loads, so the models load one language at a time (at most about 0.6 s each,
+        into lingua's process-wide cache) and ``stop`` is asked between two: a server told to stop while starting
+        is not kept waiting for the rest (issue 24). Returns False when ``stop`` cut the load short.
+        """
+        if self._detector is not None:
+            return True
+        from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
+
+        langs = [Language.from_iso_code_639_1(getattr(IsoCode639_1, c.upper())) for c in self.languages]
+        for i, language in enumerate(langs):
+            if stop():
+                return False
+            if len(langs) > 1:  # a detector needs two languages; the second is loaded anyway, or already
+                builder = LanguageDetectorBuilder.from_languages(language, langs[i - 1])
+                builder = builder.with_preloaded_language_models()
+                (builder.with_low_accuracy_mode() if self._low_accuracy else builder).build()
+        self._lingua()  # from the cache now: milliseconds
+        return True
 
     def clear_cache(self) -> None:
         """Forget the cached word probabilities (for benchmarks that time cold words)."""

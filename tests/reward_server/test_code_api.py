@@ -493,3 +493,17 @@ def test_unknown_request_fields_of_the_code_routes_are_422(route: str, body: dic
         assert r.status_code == 422, r.text
         [named] = [d for d in r.json()["detail"] if d["loc"][-1] == field]
         assert named["loc"] == ["body", field] and named["type"] == "extra_forbidden"
+
+
+def test_sandbox_cleanups_are_counted(client: TestClient) -> None:
+    def cleaned() -> float:
+        metrics = client.get("/metrics").text
+        match = re.search(r'^rlvr_sandbox_cleanups_total\{outcome="cleaned"\} (\S+)$', metrics, re.M)
+        assert match and re.search(r'^rlvr_sandbox_cleanups_total\{outcome="replaced"\} ', metrics, re.M), metrics
+        return float(match.group(1))
+
+    before = cleaned()
+    limits = {"time_s": 0.3}
+    run = client.post("/v1/code/run", json={"language": "python", "code": "while True: pass", "limits": limits})
+    assert run.json()["status"] == "timeout"
+    assert cleaned() == before + 1

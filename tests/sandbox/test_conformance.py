@@ -196,15 +196,15 @@ async def test_concurrent_jobs_time_only_their_own_run(sandbox: Sandbox) -> None
 
 
 @pytest.mark.parametrize("kind", ["local", "docker"])
-async def test_sandbox_hit_by_a_limit_is_replaced(kind: str) -> None:
+async def test_sandbox_hit_by_a_limit_is_cleaned_not_replaced(kind: str) -> None:
     sandbox = await started(kind, pool_size=1)
     try:
         assert sandbox.replaced == 0  # type: ignore[attr-defined]
         await run_program(sandbox, "python", "print(1)")
-        assert sandbox.replaced == 0  # type: ignore[attr-defined]
+        assert (sandbox.cleaned, sandbox.replaced) == (0, 0)  # type: ignore[attr-defined]
         await run_program(sandbox, "python", "while True: pass", limits=Limits(time_s=0.5))
-        assert sandbox.replaced == 1  # type: ignore[attr-defined]
-        result = await run_program(sandbox, "python", "print(2)")  # served by the replacement
+        assert (sandbox.cleaned, sandbox.replaced) == (1, 0)  # type: ignore[attr-defined]
+        result = await run_program(sandbox, "python", "print(2)")  # served by the same sandbox, cleaned
         assert result.run is not None and result.run.stdout == b"2\n"
         assert sandbox.alive == 1  # type: ignore[attr-defined]
     finally:
@@ -256,9 +256,10 @@ async def test_pool_recovers_when_sandboxes_can_start_again(monkeypatch: pytest.
         unavailable(str(exc))
     try:
         sandbox.broken = True
-        await run_program(sandbox, "python", "while True: pass", limits=Limits(time_s=0.3))  # replaced: fails
-        result = await asyncio.wait_for(run_program(sandbox, "python", "print(1)"), 30)
-        assert result.status is Status.SANDBOX_ERROR
+        await next(iter(sandbox._slots)).transport.kill()  # its runner dies: replaced, and the restart fails
+        for _ in range(2):  # the dead sandbox, then none
+            result = await asyncio.wait_for(run_program(sandbox, "python", "print(1)"), 30)
+            assert result.status is Status.SANDBOX_ERROR
         sandbox.broken = False
         result = await asyncio.wait_for(run_program(sandbox, "python", "print(1)"), 30)
         assert result.status is Status.OK and sandbox.alive == 1
