@@ -84,7 +84,18 @@ def test_the_estimators_are_registered_in_the_order_the_config_lists_them() -> N
         "reinforce_plus_plus",
         "reinforce_plus_plus_baseline",
     )
-    assert LOSS_TYPES.choices() == ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+    assert LOSS_TYPES.choices() == (
+        "grpo",
+        "bnpo",
+        "dr_grpo",
+        "dapo",
+        "cispo",
+        "sapo",
+        "luspo",
+        "vespo",
+        "kl_cov",
+        "clip_cov",
+    )
     needs_steps = [ADVANTAGE_ESTIMATORS.get(n).needs_steps for n in ADVANTAGE_ESTIMATORS.choices()]
     assert needs_steps == [False, True, False, False, False, False]
 
