@@ -233,6 +233,18 @@ def test_kl_cov_equals_verls(ratio: float, seed: int) -> None:
     assert float(ours) > float(plain)  # the penalty is there, so equality is not the unpenalised surrogate's
 
 
+def test_the_covariance_options_default_to_verls() -> None:
+    """A verl recipe that leaves ``kl_cov_ratio``, ``ppo_kl_coef`` or the Clip-Cov bounds unset gets verl's values
+    here too (``ppo_kl_coef`` is 0.1 in verl's config, though its loss's docstring says 1)."""
+    from verl.workers.config import PolicyLossConfig
+
+    from trainer.algorithms.losses import PolicyOptions
+
+    theirs, ours = PolicyLossConfig(), PolicyOptions()
+    for name in ("kl_cov_ratio", "ppo_kl_coef", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+
+
 @pytest.mark.parametrize("ratio", [0.0002, 0.3])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_clip_cov_equals_verls_under_the_same_seed(ratio: float, seed: int) -> None:

@@ -160,7 +160,7 @@ class PolicyOptions:
     """Train the policy term on this top share of tokens by entropy only (arXiv 2506.01939, TRL semantics; 1: all)."""
     kl_cov_ratio: float = 0.0002
     """``loss_type: kl_cov``: share of tokens, by covariance of advantage and log-prob, given the KL penalty (verl)."""
-    ppo_kl_coef: float = 1.0
+    ppo_kl_coef: float = 0.1
     """``loss_type: kl_cov``: the coefficient of that penalty, ``|log ratio|`` (verl's name and default)."""
     clip_cov_ratio: float = 0.0002
     """``loss_type: clip_cov``: share of tokens whose gradient is cut (verl's name and default)."""
