@@ -103,6 +103,39 @@ def test_zero_advantage_groups_by_hand() -> None:
     assert zero_advantage_groups(per_token, torch.tensor([5, 5, 9, 9])).tolist() == [True, True, False, False]
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_rows_of_zero_advantage_groups_draw_no_kl_gradient_when_masked(masked: bool) -> None:
+    """Group 0 (rows 0-1) has advantages 0; group 1 (rows 2-3) +-1. The loop drops the masked group's rows from the
+    loss mask (``compute_advantages``); with ``beta > 0`` their gradient is then exactly 0, else the KL's alone:
+    ``beta * d k3 / d logp = beta * (1 - exp(ref - logp)) / |y| / B`` under ``grpo``."""
+    advantages = torch.tensor([0.0, 0.0, 1.0, -1.0], dtype=torch.float64)
+    mask = torch.ones(4, 2, dtype=torch.float64)
+    if masked:
+        mask[zero_advantage_groups(advantages, torch.tensor([0, 0, 1, 1]))] = 0
+    logp = torch.full((4, 2), -1.0, dtype=torch.float64, requires_grad=True)
+    out = grpo_loss(
+        logp,
+        logp.detach(),
+        advantages,
+        mask,
+        loss_type="grpo",
+        epsilon=0.2,
+        epsilon_high=None,
+        beta=0.1,
+        ref_logp=logp.detach() - 0.3,
+        max_completion_length=2,
+        num_completions_in_batch=int((mask.sum(-1) > 0).sum()),
+    )
+    (grad,) = torch.autograd.grad(out.loss, logp)
+    kl_slope = 0.1 * (1 - torch.exp(torch.tensor(-0.3, dtype=torch.float64)))  # beta * d k3 / d logp
+    if masked:
+        assert torch.equal(grad[:2], torch.zeros(2, 2, dtype=torch.float64))
+        torch.testing.assert_close(grad[2], (-1.0 + kl_slope).expand(2) / 2 / 2)  # 2 tokens, 2 counted rows
+    else:
+        torch.testing.assert_close(grad[:2], kl_slope.expand(2, 2) / 2 / 4)  # 2 tokens, 4 counted rows
+        assert (grad[:2] != 0).all()
+
+
 def test_masking_zero_advantage_groups_removes_their_kl_gradient(
     tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
 ) -> None:
