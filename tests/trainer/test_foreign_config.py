@@ -56,6 +56,7 @@ def test_a_trl_dict_keeps_its_values_and_translates_the_batch_and_scale_rewards(
         ("warmup_ratio", 0.1, "warmup_steps"),
         ("max_steps", -1, "set max_steps"),
         ("entropy_coef", 0.01, "use entropy_coeff"),  # TRL's bonus is a plain token mean, ours aggregated as loss
+        ("use_adaptive_entropy", True, "fixed entropy_coeff"),  # an entropy bonus even at entropy_coef 0
     ],
 )
 def test_a_trl_option_with_an_effect_we_lack_is_an_error_naming_what_to_set(

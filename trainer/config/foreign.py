@@ -149,6 +149,12 @@ TRL_RULES: tuple[Rule, ...] = (
         None,
         0.0,
     ),
+    _refuse(
+        "use_adaptive_entropy",
+        "no adaptive entropy control (Skywork-OR1, arXiv 2505.22312); the nearest is a fixed entropy_coeff",
+        None,
+        False,
+    ),
     _refuse("fsdp", "TRL's FSDP option string is not read: set fsdp: true", None, "", False, []),
     _refuse("fp16", "bf16 autocast on CUDA (bf16); fp16 is not supported", False),
 )
