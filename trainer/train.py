@@ -360,6 +360,7 @@ def update(
     entropy_sums = torch.zeros(4, dtype=torch.float64)  # entropy and tokens: all counted, then trained
     lr = current_lr(run.optimizer)
     select_by_entropy = config.top_entropy_quantile < 1.0
+    entropy_bonus = config.entropy_coeff != 0.0  # the entropy keeps its graph, every iteration
     correction = SamplerCorrection()
     with start.timer("update"):
         for iteration in range(config.num_iterations):
@@ -377,7 +378,9 @@ def update(
                             chunk_tokens=config.logprobs_chunk_tokens,
                             top_k=config.top_k,
                             top_p=config.top_p,
+                            entropy_grad=entropy_bonus,
                         )  # (b, c)
+                    entropy_with_grad, entropy = entropy, None if entropy is None else entropy.detach().float()
                     old_logp = old_logps[k] if old_logps is not None else logp.detach().float()  # (b, c)
                     if iteration == 0 and mb.sampling_log_probs is not None:  # pi_old is fixed for the whole batch
                         correction.add(k, old_logp, mb, config)
@@ -406,6 +409,7 @@ def update(
                         options=config,
                         sampling_logp=None if mb.sampling_log_probs is None else mb.sampling_log_probs.float(),
                         token_mask=token_mask,
+                        entropy=entropy_with_grad if entropy_bonus else None,
                     )
                     out.loss.backward()
                 policy_loss += out.policy_loss.item()

@@ -233,6 +233,18 @@ def test_kl_cov_equals_verls(ratio: float, seed: int) -> None:
     assert float(ours) > float(plain)  # the penalty is there, so equality is not the unpenalised surrogate's
 
 
+def test_the_covariance_options_default_to_verls() -> None:
+    """A verl recipe that leaves ``kl_cov_ratio``, ``ppo_kl_coef`` or the Clip-Cov bounds unset gets verl's values
+    here too (``ppo_kl_coef`` is 0.1 in verl's config, though its loss's docstring says 1)."""
+    from verl.workers.config import PolicyLossConfig
+
+    from trainer.algorithms.losses import PolicyOptions
+
+    theirs, ours = PolicyLossConfig(), PolicyOptions()
+    for name in ("kl_cov_ratio", "ppo_kl_coef", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+
+
 @pytest.mark.parametrize("ratio", [0.0002, 0.3])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_clip_cov_equals_verls_under_the_same_seed(ratio: float, seed: int) -> None:
@@ -269,3 +281,71 @@ def test_the_covariance_options_default_to_verls() -> None:
     theirs, ours = PolicyLossConfig(), PolicyOptions()
     for name in ("kl_cov_ratio", "ppo_kl_coef", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"):
         assert getattr(ours, name) == getattr(theirs, name), name
+
+
+# ------------------------------------------------------------------------------------------- the entropy bonus
+
+
+@pytest.mark.parametrize(
+    ("agg_mode", "loss_type"),
+    [
+        ("token-mean", "bnpo"),
+        ("token-mean", "dapo"),
+        ("token-mean", "kl_cov"),
+        ("seq-mean-token-mean", "grpo"),
+        ("seq-mean-token-sum-norm", "dr_grpo"),
+        ("seq-mean-token-sum", "luspo"),
+    ],
+)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_entropy_bonus_equals_verls(agg_mode: str, loss_type: str, seed: int) -> None:
+    """``entropy_coeff`` against verl's actor loss, ``pg_loss - entropy_coeff * agg_loss(entropy, response_mask,
+    loss_agg_mode)``, with each side's own entropy of the same logits: values and gradients in the logits."""
+    from verl.utils.torch_functional import entropy_from_logits as verl_entropy
+    from verl.workers.config import ActorConfig, PolicyLossConfig
+
+    from trainer.algorithms.logprobs import entropy_from_logits, token_log_probs
+    from trainer.algorithms.losses import PolicyOptions, grpo_loss
+
+    g = torch.Generator().manual_seed(seed)
+    mask = (torch.arange(WIDTH) < torch.tensor([3, 6, 1, 4]).unsqueeze(-1)).float()  # 6: a truncated row
+    logits = (3 * torch.randn(4, WIDTH, 11, generator=g, dtype=torch.float64)).requires_grad_()
+    tokens = torch.randint(11, (4, WIDTH), generator=g)
+    logp = token_log_probs(logits, tokens)
+    old = logp.detach() + (torch.rand(4, WIDTH, generator=g, dtype=torch.float64) - 0.5) * 1.2  # ratios < 3
+    advantages = torch.tensor([[1.5], [-1.0], [0.5], [-2.0]], dtype=torch.float64).expand(4, WIDTH)
+    coeff = 0.03
+    mode = "kl_cov" if loss_type == "kl_cov" else "vanilla"
+    config = ActorConfig(
+        strategy="fsdp",
+        clip_ratio_low=0.2,
+        clip_ratio_high=0.28,
+        clip_ratio_c=3.0,
+        entropy_coeff=coeff,
+        ppo_micro_batch_size_per_gpu=1,
+        rollout_n=2,
+        policy_loss=PolicyLossConfig(loss_mode=mode, kl_cov_ratio=0.2),
+    )
+    pg_loss, _ = core_algos.get_policy_loss_fn(mode)(old, logp, advantages, mask, agg_mode, config)
+    theirs = pg_loss - config.entropy_coeff * core_algos.agg_loss(verl_entropy(logits), mask, agg_mode)
+    ours = grpo_loss(
+        logp,
+        old,
+        advantages[:, 0],
+        mask,
+        loss_type=loss_type,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=WIDTH,
+        num_items_in_batch=mask.sum(),
+        options=PolicyOptions(delta=3.0, entropy_coeff=coeff, kl_cov_ratio=0.2),
+        entropy=entropy_from_logits(logits),
+    ).loss
+    (their_grad,) = torch.autograd.grad(theirs, logits, retain_graph=True)
+    (our_grad,) = torch.autograd.grad(ours, logits, retain_graph=True)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, their_grad)
+    (pg_grad,) = torch.autograd.grad(pg_loss, logits)
+    assert not torch.allclose(our_grad, pg_grad)  # the bonus moves the gradient: equality is not the policy term's

@@ -55,6 +55,15 @@ CASES: dict[str, dict[str, Any]] = {
     },
     # top_entropy_quantile's threshold is over both ranks' tokens, as one process's is over all of them
     "grpo_top_entropy": {"loss_type": "grpo", "top_entropy_quantile": 0.3},
+    # the entropy bonus leaves the chunked LM head as a second output channel: DDP and FSDP reduce its gradient too
+    "grpo_entropy_bonus_chunked": {"loss_type": "grpo", "entropy_coeff": 0.05, "logprobs_chunk_tokens": 5},
+    "fsdp_dapo_entropy_bonus_chunked": {
+        "loss_type": "dapo",
+        "entropy_coeff": 0.05,
+        "logprobs_chunk_tokens": 5,
+        "gradient_accumulation_steps": 2,
+        "fsdp": True,
+    },
     "fsdp_dapo_kl": {"loss_type": "dapo", "beta": 0.05, "gradient_accumulation_steps": 2, "fsdp": True},
     "fsdp_grpo": {"loss_type": "grpo", "fsdp": True},
     # LoRA: only the adapters are replicated (DDP) or sharded (FSDP); the reference is the adapter-less base

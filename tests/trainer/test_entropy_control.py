@@ -1,6 +1,7 @@
-"""Entropy control and zero-advantage masking (issue 22): ``top_entropy_quantile``, ``policy/entropy_trained`` and
-``mask_zero_advantage_groups``, on hand-made tensors and through the loop. Equality of the entropy mask and the
-loss with TRL's own code is in ``tests/integrations/test_algorithms_trl.py``."""
+"""Entropy control and zero-advantage masking (issue 22): ``top_entropy_quantile``, ``policy/entropy_trained``,
+``mask_zero_advantage_groups`` and the ``entropy_coeff`` bonus, on hand-made tensors and through the loop. Equality
+of the entropy mask and the loss with TRL's own code is in ``tests/integrations/test_algorithms_trl.py``; of the
+bonus with verl's ``agg_loss`` and of KL-Cov/Clip-Cov with verl's losses in ``test_algorithms_verl.py``."""
 
 from __future__ import annotations
 
@@ -102,6 +103,39 @@ def test_zero_advantage_groups_by_hand() -> None:
     assert zero_advantage_groups(per_token, torch.tensor([5, 5, 9, 9])).tolist() == [True, True, False, False]
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_rows_of_zero_advantage_groups_draw_no_kl_gradient_when_masked(masked: bool) -> None:
+    """Group 0 (rows 0-1) has advantages 0; group 1 (rows 2-3) +-1. The loop drops the masked group's rows from the
+    loss mask (``compute_advantages``); with ``beta > 0`` their gradient is then exactly 0, else the KL's alone:
+    ``beta * d k3 / d logp = beta * (1 - exp(ref - logp)) / |y| / B`` under ``grpo``."""
+    advantages = torch.tensor([0.0, 0.0, 1.0, -1.0], dtype=torch.float64)
+    mask = torch.ones(4, 2, dtype=torch.float64)
+    if masked:
+        mask[zero_advantage_groups(advantages, torch.tensor([0, 0, 1, 1]))] = 0
+    logp = torch.full((4, 2), -1.0, dtype=torch.float64, requires_grad=True)
+    out = grpo_loss(
+        logp,
+        logp.detach(),
+        advantages,
+        mask,
+        loss_type="grpo",
+        epsilon=0.2,
+        epsilon_high=None,
+        beta=0.1,
+        ref_logp=logp.detach() - 0.3,
+        max_completion_length=2,
+        num_completions_in_batch=int((mask.sum(-1) > 0).sum()),
+    )
+    (grad,) = torch.autograd.grad(out.loss, logp)
+    kl_slope = 0.1 * (1 - torch.exp(torch.tensor(-0.3, dtype=torch.float64)))  # beta * d k3 / d logp
+    if masked:
+        assert torch.equal(grad[:2], torch.zeros(2, 2, dtype=torch.float64))
+        torch.testing.assert_close(grad[2], (-1.0 + kl_slope).expand(2) / 2 / 2)  # 2 tokens, 2 counted rows
+    else:
+        torch.testing.assert_close(grad[:2], kl_slope.expand(2, 2) / 2 / 4)  # 2 tokens, 4 counted rows
+        assert (grad[:2] != 0).all()
+
+
 def test_masking_zero_advantage_groups_removes_their_kl_gradient(
     tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -175,3 +209,111 @@ def test_kl_cov_penalises_the_highest_covariance_token_by_hand() -> None:
     expected = torch.stack([-rho, -rho, rho, rho - 0.5]).reshape(2, 2) / 4
     torch.testing.assert_close(grad, expected)
     assert out.clip_ratio == 0.25  # the penalised share
+
+
+# ------------------------------------------------------------------------------------------------- entropy bonus
+
+#: Rows of 3 and 1 counted tokens; the padded 9.0 must weigh nothing. Counted sum 5.0, row means 1.0 and 2.0.
+BONUS_ENTROPY = [[0.5, 1.0, 1.5], [2.0, 9.0, 0.0]]
+BONUS_MASK = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.float64)
+
+
+def _bonus(loss_type: str, coeff: float, token_mask: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
+    """The loss and its gradient in the entropies, with zero advantages and ratio 1 (so the policy term is 0)."""
+    entropy = torch.tensor(BONUS_ENTROPY, dtype=torch.float64, requires_grad=True)
+    logp = torch.full((2, 3), -1.0, dtype=torch.float64)
+    out = grpo_loss(
+        logp,
+        logp,
+        torch.zeros(2, dtype=torch.float64),
+        BONUS_MASK,
+        loss_type=loss_type,
+        epsilon=0.2,
+        epsilon_high=None,
+        beta=0.0,
+        ref_logp=None,
+        max_completion_length=3,
+        num_items_in_batch=4,
+        options=PolicyOptions(entropy_coeff=coeff),
+        token_mask=token_mask,
+        entropy=entropy,
+    )
+    assert float(out.policy_loss) == 0.0  # the bonus is not part of the logged policy loss
+    if not out.loss.requires_grad:  # a zero coefficient leaves the entropies out of the graph
+        return float(out.loss), torch.zeros_like(entropy)
+    (grad,) = torch.autograd.grad(out.loss, entropy)
+    return float(out.loss.detach()), grad
+
+
+@pytest.mark.parametrize(
+    ("loss_type", "loss", "grad"),
+    [
+        # token mean over the 4 counted tokens: -0.1 * 5 / 4; each counted token -0.1 / 4
+        ("bnpo", -0.125, [[-0.025] * 3, [-0.025, 0, 0]]),
+        ("dapo", -0.125, [[-0.025] * 3, [-0.025, 0, 0]]),
+        # mean over 2 completions of the row means 1.0 and 2.0: -0.1 * 1.5; row 0's tokens -0.1 / (3 * 2)
+        ("grpo", -0.15, [[-0.1 / 6] * 3, [-0.05, 0, 0]]),
+        # sum over 2 completions x 3 tokens: -0.1 * 5 / 6
+        ("dr_grpo", -0.5 / 6, [[-0.1 / 6] * 3, [-0.1 / 6, 0, 0]]),
+        # each completion's sum, averaged over 2: -0.1 * 5 / 2
+        ("luspo", -0.25, [[-0.05] * 3, [-0.05, 0, 0]]),
+    ],
+)
+def test_the_entropy_bonus_is_aggregated_as_the_loss_by_hand(
+    loss_type: str, loss: float, grad: list[list[float]]
+) -> None:
+    got_loss, got_grad = _bonus(loss_type, 0.1)
+    assert got_loss == pytest.approx(loss, rel=1e-12)
+    torch.testing.assert_close(got_grad, torch.tensor(grad, dtype=torch.float64), rtol=1e-12, atol=0)
+
+
+def test_the_bonus_acts_on_the_trained_tokens_with_the_losss_denominator() -> None:
+    keep = torch.tensor([[False, False, True], [True, False, False]])
+    loss, grad = _bonus("bnpo", 0.1, keep)
+    assert loss == pytest.approx(-0.1 * (1.5 + 2.0) / 4, rel=1e-12)  # the kept 1.5 and 2.0, over the 4 counted
+    torch.testing.assert_close(grad, torch.tensor([[0, 0, -0.025], [-0.025, 0, 0]], dtype=torch.float64))
+
+
+def test_a_zero_coefficient_is_off_and_a_bonus_without_entropies_is_refused() -> None:
+    loss, grad = _bonus("bnpo", 0.0)
+    assert loss == 0.0 and not grad.any()
+    logp = torch.zeros(2, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="entropy_coeff"):
+        grpo_loss(
+            logp,
+            logp,
+            torch.zeros(2, dtype=torch.float64),
+            BONUS_MASK,
+            loss_type="bnpo",
+            epsilon=0.2,
+            epsilon_high=None,
+            beta=0.0,
+            ref_logp=None,
+            max_completion_length=3,
+            options=PolicyOptions(entropy_coeff=0.1),
+        )
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_the_config_refuses_a_non_finite_coefficient(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, value: float
+) -> None:
+    with pytest.raises(ConfigError, match="entropy_coeff"):
+        _config(tiny_model_dir, prompt_files, tmp_path, entropy_coeff=value)
+
+
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_the_bonus_alone_moves_the_policy_through_the_loop(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, chunk: int | None
+) -> None:
+    """Every reward equal: zero advantages, no policy gradient. With the bonus the entropy's own gradient is left,
+    through the full logits and through the chunked LM head alike."""
+    kw = {"max_steps": 1, "logprobs_chunk_tokens": chunk}
+    equal = StandInServer(lambda item: 1.0)
+    plain = train(_config(tiny_model_dir, prompt_files, tmp_path / "plain", **kw), scorer=equal.scorer())
+    bonus = train(
+        _config(tiny_model_dir, prompt_files, tmp_path / "bonus", entropy_coeff=0.01, **kw), scorer=equal.scorer()
+    )
+    assert plain.history[0]["optim/grad_norm"] == 0.0
+    assert bonus.history[0]["optim/grad_norm"] > 0.0
+    assert bonus.history[0]["policy/entropy"] == pytest.approx(plain.history[0]["policy/entropy"], rel=1e-5)

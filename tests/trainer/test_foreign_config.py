@@ -55,6 +55,8 @@ def test_a_trl_dict_keeps_its_values_and_translates_the_batch_and_scale_rewards(
         ("repetition_penalty", 1.1, "log-probs match the sampler"),
         ("warmup_ratio", 0.1, "warmup_steps"),
         ("max_steps", -1, "set max_steps"),
+        ("entropy_coef", 0.01, "use entropy_coeff"),  # TRL's bonus is a plain token mean, ours aggregated as loss
+        ("use_adaptive_entropy", True, "fixed entropy_coeff"),  # an entropy bonus even at entropy_coef 0
     ],
 )
 def test_a_trl_option_with_an_effect_we_lack_is_an_error_naming_what_to_set(
@@ -83,7 +85,7 @@ VERL = {
             "use_kl_loss": True,
             "kl_loss_coef": 0.001,
             "kl_loss_type": "low_var_kl",
-            "entropy_coeff": 0,
+            "entropy_coeff": 0.001,
             "ppo_epochs": 2,
             "optim": {"lr": 1e-6, "lr_warmup_steps": -1, "weight_decay": 0.01},
             "grad_clip": 1.0,
@@ -113,6 +115,7 @@ def test_a_verl_config_maps_estimator_aggregation_clip_and_kl() -> None:
         "epsilon_high": 0.0004,
         "delta": 3.0,
         "beta": 0.001,
+        "entropy_coeff": 0.001,
         "num_iterations": 2,
         "learning_rate": 1e-6,
         "warmup_steps": 0,
@@ -136,7 +139,6 @@ def test_a_verl_config_maps_estimator_aggregation_clip_and_kl() -> None:
     ("path", "value", "says"),
     [
         ("algorithm.adv_estimator", "gae", "grpo"),
-        ("actor_rollout_ref.actor.entropy_coeff", 0.01, "top_entropy_quantile"),
         ("algorithm.use_kl_in_reward", True, "set beta"),
         ("actor_rollout_ref.actor.policy_loss.loss_mode", "cispo", "gspo"),
         ("actor_rollout_ref.actor.policy_loss.loss_mode", "geo_mean", "kl_cov"),

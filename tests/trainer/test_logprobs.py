@@ -62,6 +62,35 @@ def test_chunked_log_probs_equal_the_full_logits_path(
         torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("chunk_tokens", [1, 7, 10_000])
+def test_entropies_with_grad_equal_the_full_logits_path(tiny_model_dir: Path, chunk_tokens: int) -> None:
+    """``entropy_grad`` (the ``entropy_coeff`` bonus): the chunked head's entropies carry the same gradient."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    batch = _batch(model.config.vocab_size, n=3, p=5, c=9)
+    mask = batch.completion_mask.float()
+
+    def run(chunk: int | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        logp, entropy = completion_log_probs(model, batch, 0.7, chunk_tokens=chunk, entropy_grad=True)
+        assert entropy is not None and entropy.requires_grad
+        ((logp * mask).sum() * 0.3 - (entropy * mask).sum() * 0.7).backward()
+        return entropy.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+    full_entropy, full_grads = run(None)
+    entropy, grads = run(chunk_tokens)
+    torch.testing.assert_close(entropy, full_entropy, rtol=1e-5, atol=1e-6)
+    assert sorted(grads) == sorted(full_grads)
+    for name, grad in full_grads.items():
+        atol = max(1e-5 * grad.abs().max().item(), 1e-9)
+        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
+    # the entropy's own gradient is in there: without it the head's gradient differs
+    model.zero_grad(set_to_none=True)
+    logp, _ = completion_log_probs(model, batch, 0.7, chunk_tokens=chunk_tokens)
+    ((logp * mask).sum() * 0.3).backward()
+    head = next(k for k in full_grads if "lm_head" in k or "embed_tokens" in k)
+    assert not torch.allclose(dict(model.named_parameters())[head].grad, full_grads[head])
+
+
 def test_without_grad_the_chunked_path_keeps_nothing_for_backward(tiny_model_dir: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     batch = _batch(model.config.vocab_size, n=2, p=3, c=4)

@@ -22,6 +22,9 @@ Sources:
     * VESPO (arXiv 2602.10693): a Gamma-shaped weight of the sequence ratio, detached, on ``A * log pi``.
     * DeepSeek-V3.2 (arXiv 2512.02556), eq. 9: off-policy sequence masking; section 3.1: the KL term weighed by the
       ratio (``use_bias_correction_kl``).
+    * The entropy bonus ``entropy_coeff`` (Williams & Peng 1991; PPO, Schulman et al. 2017, arXiv 1707.06347, eq. 9):
+      verl's ``actor.entropy_coeff``, aggregated as verl's ``agg_loss`` aggregates it
+      (``tests/integrations/test_algorithms_verl.py``).
 
     Each is written to equal TRL 1.16's ``GRPOTrainer._compute_loss`` on the same tensors, gradients included
     (``tests/integrations/test_algorithms_trl.py``).
@@ -167,6 +170,8 @@ class PolicyOptions:
     """``loss_type: clip_cov``: ... and below this (verl's default)."""
     mask_zero_advantage_groups: bool = False
     """Leave groups whose advantages are all 0 out of the loss, KL included (off: with ``beta > 0`` they draw KL)."""
+    entropy_coeff: float = 0.0
+    """Entropy bonus: the loss minus this times the entropy, aggregated as ``loss_type`` (verl's name; 0: off)."""
 
 
 @dataclass(frozen=True)
@@ -492,6 +497,7 @@ def grpo_loss(
     options: PolicyOptions | None = None,
     sampling_logp: torch.Tensor | None = None,
     token_mask: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
 ) -> LossOutput:
     """The GRPO objective of one micro-batch (DeepSeekMath eq. 3): clipped surrogate plus ``beta`` times k3 KL.
 
@@ -517,15 +523,23 @@ def grpo_loss(
         token_mask: ``(B, T)`` bool, the tokens the policy term trains on (``top_entropy_quantile``'s
             :func:`trainer.algorithms.entropy.high_entropy_mask`); the KL term and the denominators keep ``mask``, as
             in TRL. ``None``: every token of ``mask``.
+        entropy: ``(B, T)`` per-token entropy of the policy, nats, with grad, for the entropy bonus; required when
+            ``options.entropy_coeff != 0``. The bonus is ``-entropy_coeff * agg(entropy)``, aggregated as the loss
+            (verl's ``policy_loss - entropy_coeff * agg_loss(entropy, response_mask, loss_agg_mode)``) over the
+            tokens the policy term trains on (``token_mask``, as TRL's bonus), with the loss's denominators; neither
+            the sampler correction nor the off-policy mask weighs it.
 
     The per-token policy term is the ``loss_type``'s entry of :data:`POLICY_TERMS` (CISPO, SAPO, VESPO), else the
     clipped surrogate (:func:`clipped_term`), on the ratio at ``importance_sampling_level``; then, in TRL 1.16's
     order: off-policy mask, entropy mask (``token_mask``), sampler correction, ``+ beta * KL``, the aggregation.
 
     Raises:
-        ValueError: ``beta > 0`` without ``ref_logp``, or what :func:`aggregate_loss` raises.
+        ValueError: ``beta > 0`` without ``ref_logp``, ``entropy_coeff != 0`` without ``entropy``, or what
+            :func:`aggregate_loss` raises.
     """
     options = options or PolicyOptions()
+    if options.entropy_coeff != 0.0 and entropy is None:
+        raise ValueError("entropy_coeff != 0 needs entropy, the policy's per-token entropy with grad")
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     adv = advantages.unsqueeze(-1) if advantages.ndim == 1 else advantages  # (B, 1) or (B, T)
     log_ratio = (logp - old_logp).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)  # (B, T)
@@ -562,6 +576,12 @@ def grpo_loss(
     else:
         loss = policy_part
         kl_mean = torch.zeros(())
+    if options.entropy_coeff != 0.0:
+        assert entropy is not None
+        bonus = entropy.to(per_token.dtype)  # (B, T)
+        if token_mask is not None:
+            bonus = bonus * token_mask.to(bonus.dtype)
+        loss = loss - options.entropy_coeff * agg(bonus, mask)
     return LossOutput(
         loss=loss,
         policy_loss=policy_part.detach(),

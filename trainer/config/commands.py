@@ -414,6 +414,8 @@ def _check_objective(c: GRPOConfig) -> None:
     _check_non_negative(c, "ppo_kl_coef")
     if c.clip_cov_lb >= c.clip_cov_ub:
         raise _fix("clip_cov_lb", c.clip_cov_lb, f"must be below clip_cov_ub ({c.clip_cov_ub})", "verl: 1.0 and 5.0.")
+    if not math.isfinite(c.entropy_coeff):
+        raise _fix("entropy_coeff", c.entropy_coeff, "must be finite", "verl's recipes use 0 (off) to 0.01.")
     if not 0.0 <= c.top_entropy_quantile <= 1.0:
         raise _fix(
             "top_entropy_quantile",

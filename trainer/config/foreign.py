@@ -144,7 +144,16 @@ TRL_RULES: tuple[Rule, ...] = (
         neutral=lambda v, s: v == "colocate" or not s.get("use_vllm"),
     ),
     _refuse(
-        "entropy_coef", "no entropy bonus here yet; top_entropy_quantile selects high-entropy tokens instead", None, 0.0
+        "entropy_coef",
+        "use entropy_coeff (verl's bonus, aggregated as loss_type; TRL's is a plain token mean whatever loss_type)",
+        None,
+        0.0,
+    ),
+    _refuse(
+        "use_adaptive_entropy",
+        "no adaptive entropy control (Skywork-OR1, arXiv 2505.22312); the nearest is a fixed entropy_coeff",
+        None,
+        False,
     ),
     _refuse("fsdp", "TRL's FSDP option string is not read: set fsdp: true", None, "", False, []),
     _refuse("fp16", "bf16 autocast on CUDA (bf16); fp16 is not supported", False),
@@ -264,7 +273,12 @@ VERL_RULES: tuple[Rule, ...] = (
     Rule(A + "use_kl_loss", "mapped", "beta = kl_loss_coef when true, else 0", _verl_beta),
     Rule(A + "kl_loss_coef", "mapped", "read with use_kl_loss", lambda v, s: {}),
     Rule(A + "kl_loss_type", "mapped", "low_var_kl and k3 are our k3 KL; others refused", lambda v, s: {}),
-    _refuse(A + "entropy_coeff", "no entropy bonus yet; top_entropy_quantile trains on high-entropy tokens", 0, 0.0),
+    Rule(
+        A + "entropy_coeff",
+        "mapped",
+        "entropy_coeff (the same bonus, aggregated as the loss)",
+        _to("entropy_coeff", float),
+    ),
     Rule(A + "ppo_epochs", "mapped", "num_iterations", _to("num_iterations")),
     Rule(A + "optim.lr", "mapped", "learning_rate", _to("learning_rate", float)),
     Rule(A + "optim.weight_decay", "mapped", "weight_decay", _to("weight_decay", float)),

@@ -31,6 +31,7 @@ def completion_log_probs(
     chunk_tokens: int | None = None,
     top_k: int = 0,
     top_p: float = 1.0,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the completion tokens under ``model``.
 
@@ -58,11 +59,15 @@ def completion_log_probs(
         with_entropy: also return per-token entropies (detached).
         chunk_tokens: completion positions whose logits are computed at once; ``None`` computes all at once.
         top_k, top_p: the sampling truncation (0 and 1.0: none).
+        entropy_grad: the entropies keep their graph, for an entropy bonus (``entropy_coeff``); implies
+            ``with_entropy``. On the chunked path they leave the model as a second channel of the head's output, so
+            DDP and FSDP see them as an ordinary output too.
 
     Returns:
         ``(logp, entropy)``: ``(N, C)`` float32 each; ``entropy`` is ``None`` unless asked for. Grad flows into
-        ``logp`` when called with grad enabled.
+        ``logp`` (and, with ``entropy_grad``, into ``entropy``) when called with grad enabled.
     """
+    with_entropy = with_entropy or entropy_grad
     input_ids = torch.cat([batch.prompt_ids, batch.completion_ids], dim=1)  # (N, P + C)
     attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)  # (N, P + C)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P + C)
@@ -82,11 +87,13 @@ def completion_log_probs(
         logits = forward().logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
         support = sampling_support(logits, top_k, top_p)  # (N, C, V) or None
         logp = token_log_probs(logits, batch.completion_ids, support)  # (N, C)
-        entropy = entropy_from_logits(logits.detach()) if with_entropy else None  # (N, C)
-        return logp, entropy
-    with _chunked_lm_head(head, batch.completion_ids, temperature, chunk_tokens, with_entropy, top_k, top_p) as stats:
-        logp = forward().logits[..., 0]  # (N, C): the head's stand-in output is the log-probs themselves
-    return logp, stats.get("entropy")
+        entropy = entropy_from_logits(logits if entropy_grad else logits.detach()) if with_entropy else None
+        return logp, entropy  # (N, C) each
+    with _chunked_lm_head(
+        head, batch.completion_ids, temperature, chunk_tokens, with_entropy, top_k, top_p, entropy_grad
+    ) as stats:
+        out = forward().logits  # (N, C, 1), or (N, C, 2) with entropy_grad: the log-probs (and entropies) themselves
+    return out[..., 0], out[..., 1] if entropy_grad else stats.get("entropy")
 
 
 def _plain_lm_head(model: torch.nn.Module) -> torch.nn.Linear | None:
@@ -108,8 +115,10 @@ def _chunked_lm_head(
     with_entropy: bool,
     top_k: int = 0,
     top_p: float = 1.0,
+    entropy_grad: bool = False,
 ) -> Iterator[dict[str, torch.Tensor]]:
-    """While inside, ``head`` returns ``(N, C, 1)`` log-probs of ``tokens`` instead of ``(N, C + 1, V)`` logits.
+    """While inside, ``head`` returns ``(N, C, 1)`` log-probs of ``tokens`` instead of ``(N, C + 1, V)`` logits
+    (``(N, C, 2)`` with ``entropy_grad``: log-probs and entropies, both with grad).
 
     A pre-hook takes the head's input (the final hidden states) and hands the head an empty one, so the full
     logits are never computed; a forward hook then returns the chunked log-probs in place of the head's output.
@@ -135,7 +144,11 @@ def _chunked_lm_head(
             with_entropy=with_entropy,
             top_k=top_k,
             top_p=top_p,
+            entropy_grad=entropy_grad,
         )
+        if entropy_grad:
+            assert entropy is not None
+            return torch.stack([logp, entropy], dim=-1)  # (N, C, 2)
         if entropy is not None:
             stats["entropy"] = entropy
         return logp.unsqueeze(-1).clone()  # (N, C, 1); a copy, since FSDP warns about returning a view
@@ -159,6 +172,7 @@ def chunked_token_log_probs(
     with_entropy: bool = False,
     top_k: int = 0,
     top_p: float = 1.0,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of ``tokens`` under ``softmax((hidden @ weight.T + bias) / temperature)``, ``chunk_tokens``
     positions at a time; with grad enabled each chunk's logits are recomputed in the backward pass. With
@@ -172,10 +186,13 @@ def chunked_token_log_probs(
         chunk_tokens: positions per chunk.
         with_entropy: also return the entropies of the same distributions (detached).
         top_k, top_p: the sampling truncation (0 and 1.0: none).
+        entropy_grad: the entropies keep their graph (implies ``with_entropy``); each chunk's logits then serve both
+            and are recomputed once in the backward pass.
 
     Returns:
         ``(logp, entropy)``: ``(N, C)`` float32 each, ``entropy`` ``None`` unless asked for.
     """
+    with_entropy = with_entropy or entropy_grad
     n, c, h = hidden.shape
     flat_h = hidden.reshape(n * c, h)  # (N*C, H)
     flat_t = tokens.reshape(n * c)  # (N*C,)
@@ -183,6 +200,12 @@ def chunked_token_log_probs(
     logps, entropies = [], []
     for lo in range(0, n * c, chunk_tokens):
         args = (flat_h[lo : lo + chunk_tokens], weight, bias, flat_t[lo : lo + chunk_tokens], temperature, top_k, top_p)
+        if entropy_grad:
+            both = _chunk_log_probs_and_entropy
+            logp, entropy = torch.utils.checkpoint.checkpoint(both, *args, use_reentrant=False) if keep else both(*args)
+            logps.append(logp)  # (k,)
+            entropies.append(entropy)  # (k,)
+            continue
         if keep:
             logp = torch.utils.checkpoint.checkpoint(_chunk_log_probs, *args, use_reentrant=False)
         else:
@@ -207,3 +230,16 @@ def _chunk_log_probs(
 ) -> torch.Tensor:
     logits = torch.nn.functional.linear(h, weight, bias).float() / temperature  # (k, V)
     return token_log_probs(logits, tokens, sampling_support(logits, top_k, top_p))  # (k,)
+
+
+def _chunk_log_probs_and_entropy(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    tokens: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = torch.nn.functional.linear(h, weight, bias).float() / temperature  # (k, V)
+    return token_log_probs(logits, tokens, sampling_support(logits, top_k, top_p)), entropy_from_logits(logits)
