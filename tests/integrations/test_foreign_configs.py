@@ -132,7 +132,10 @@ def test_verls_defaults_in_the_table_are_verls() -> None:
     flat = flatten(_verl())
     for path, value in SOURCE_DEFAULTS["verl"].items():
         assert flat[path] == value, path
-    assert flat["trainer.total_training_steps"] is None  # verl's default length is epochs: ours is kept
+    # where verl's default has no counterpart, ours is kept, and the note says what verl's was
+    assert flat["trainer.total_training_steps"] is None  # epochs
+    assert (flat["data.train_batch_size"], flat["actor_rollout_ref.actor.ppo_mini_batch_size"]) == (1024, 256)
+    assert flat["actor_rollout_ref.rollout.n"] == 1
 
 
 def test_verls_generated_config_is_refused_where_it_trains_something_else() -> None:

@@ -696,6 +696,9 @@ UNSET_NOTES: dict[str, dict[str, str]] = {
     "trl": {"max_steps": f"TRL's default -1 trains by epochs: our max_steps {GRPOConfig.max_steps} is kept"},
     "verl": {
         "trainer.total_training_steps": f"verl's default trains total_epochs: our max_steps "
-        f"{GRPOConfig.max_steps} is kept"
+        f"{GRPOConfig.max_steps} is kept",
+        "data.train_batch_size": "verl's default 1024 prompts (in optimizer steps of ppo_mini_batch_size 256) "
+        f"has no counterpart: our prompt_batch_size {GRPOConfig.prompt_batch_size} is kept",
+        R + "n": f"verl's default 1 makes no group: our num_generations {GRPOConfig.num_generations} is kept",
     },
 }
