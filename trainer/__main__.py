@@ -169,9 +169,12 @@ def convert(
         "refused": "dropped (no counterpart, neutral value)",
         "ignored": "ignored",
     }
-    for kind, names in result.report.items():
-        shown = names if kind != "ignored" else [f"{len(names)} options (logging, hub, hardware, ...)"]
-        typer.echo(f"# {labels[kind]}: " + ("; ".join(shown) if shown else "none"), err=True)
+    for kind, entries in result.report.items():
+        if kind in ("mapped", "ignored") or not entries:  # names only, on one line
+            shown = "; ".join(entries) if kind == "mapped" else f"{len(entries)} options (logging, hub, hardware, ...)"
+            typer.echo(f"# {labels[kind]}: {shown if entries else 'none'}", err=True)
+        else:  # each with its reason, one a line
+            typer.echo(f"# {labels[kind]}:" + "".join(f"\n#   {entry}" for entry in entries), err=True)
 
 
 def main() -> None:

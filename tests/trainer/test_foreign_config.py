@@ -405,7 +405,7 @@ def test_the_convert_command(tmp_path: Path) -> None:
     }
     assert out["use_bias_correction_kl"] is True
     assert "# mapped: num_generations; beta; per_device_train_batch_size; max_steps" in run.stderr  # rules' order
-    assert "# defaulted (not set in the source): use_bias_correction_kl: TRL's default True" in run.stderr
+    assert "# defaulted (not set in the source):\n#   use_bias_correction_kl: TRL's default True" in run.stderr
     target = tmp_path / "ours.yaml"
     assert _convert(src, "--from", "trl", "-o", str(target)).returncode == 0
     assert yaml.safe_load(target.read_text()) == out
