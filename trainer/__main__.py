@@ -141,10 +141,11 @@ def convert(
     ] = None,
 ) -> None:
     """Carry a TRL or verl config over: our YAML (add model_name_or_path and train_data where missing), and a
-    report of what was mapped, dropped as neutral and ignored (docs/trainer/from_trl_verl.md has the table)."""
+    report of what was mapped, defaulted (the source's default where it differs from ours), dropped as neutral and
+    ignored (docs/trainer/from_trl_verl.md has the table)."""
     import yaml
 
-    from trainer.config.foreign import convert as run_convert
+    from trainer.config.conversion import convert as run_convert
 
     if from_ not in ("trl", "verl"):
         typer.echo(f"error: --from must be trl or verl, got {from_!r}", err=True)
@@ -162,10 +163,18 @@ def convert(
         typer.echo(text, nl=False)
     else:
         output.write_text(text)
-    labels = {"mapped": "mapped", "refused": "dropped (no counterpart, neutral value)", "ignored": "ignored"}
-    for kind, names in result.report.items():
-        shown = names if kind != "ignored" else [f"{len(names)} options (logging, hub, hardware, ...)"]
-        typer.echo(f"# {labels[kind]}: " + ("; ".join(shown) if shown else "none"), err=True)
+    labels = {
+        "mapped": "mapped",
+        "defaulted": "defaulted (not set in the source)",
+        "refused": "dropped (no counterpart, neutral value)",
+        "ignored": "ignored",
+    }
+    for kind, entries in result.report.items():
+        if kind in ("mapped", "ignored") or not entries:  # names only, on one line
+            shown = "; ".join(entries) if kind == "mapped" else f"{len(entries)} options (logging, hub, hardware, ...)"
+            typer.echo(f"# {labels[kind]}: {shown if entries else 'none'}", err=True)
+        else:  # each with its reason, one a line
+            typer.echo(f"# {labels[kind]}:" + "".join(f"\n#   {entry}" for entry in entries), err=True)
 
 
 def main() -> None:

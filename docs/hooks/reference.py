@@ -253,7 +253,7 @@ def on_files(files: Files, config: Any) -> Files:
 def render_foreign_rules() -> str:
     """The TRL and verl conversion rules as one Markdown table."""
     _import_path()
-    from trainer.config.foreign import rules_table
+    from trainer.config.conversion import rules_table
 
     return rules_table()
 

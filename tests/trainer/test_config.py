@@ -65,18 +65,22 @@ def test_every_field_has_a_one_line_docstring() -> None:
         ({"eval_data": "  "}, "must not be empty; use null"),
         ({"output_dir": ""}, "output_dir='': must not be empty"),
         ({"seed": -1}, r"seed=-1: must be in \[0, 2\*\*32\)"),  # NumPy refuses it at the start of training
-        # TRL names with no counterpart get what to do instead, not a look-alike (num_iterations is not epochs).
-        ({"num_train_epochs": 3}, "not supported: training length is set in steps: set max_steps"),
-        ({"per_device_train_batch_size": 8}, "not supported: set prompt_batch_size"),
+        # TRL names with no counterpart get what to do instead, not a look-alike (num_iterations is not epochs);
+        # TRL's and verl's names for our options get ours (the rules of trainer/config/foreign.py).
+        ({"num_train_epochs": 3}, r"not supported \(TRL's option\): training length is set in steps: set max_steps"),
+        ({"per_device_train_batch_size": 8}, "is TRL's name; ours is prompt_batch_size"),
+        ({"num_generations_eval": 4}, "is TRL's name; ours is eval_num_generations"),
+        ({"kl_loss_coef": 0.01}, "is verl's name, actor_rollout_ref.actor.kl_loss_coef; ours is beta"),
+        ({"actor_rollout_ref.rollout.n": 8}, "is verl's name; ours is num_generations"),
         # vLLM: server mode has no supported weight-update path off GPUs; TRL's newer and absent names are mapped.
         ({"use_vllm": True, "vllm_mode": "server"}, "vllm_mode='server': is not built"),
         ({"vllm_mode": "remote"}, "must be 'colocate' or 'server'"),
-        ({"vllm_importance_sampling_clip_max": 2.0}, "Did you mean 'vllm_importance_sampling_cap'"),
+        ({"vllm_importance_sampling_clip_max": 2.0}, "TRL's name; ours is vllm_importance_sampling_cap"),
         ({"vllm_importance_sampling_cap": 0.0}, "vllm_importance_sampling_cap=0.0: must be > 0"),
         ({"vllm_importance_sampling_mode": "token"}, "must be one of"),
         ({"vllm_gpu_memory_utilization": 1.5}, r"must be in \(0, 1\]"),
-        ({"vllm_tensor_parallel_size": 2}, "not supported: the colocated engine runs on the trainer's one device"),
-        ({"vllm_server_port": 8001}, "not supported: vllm_mode 'server' is not built"),
+        ({"vllm_tensor_parallel_size": 2}, "the colocated engine runs on the trainer's one device"),
+        ({"vllm_server_port": 8001}, r"has no effect here \(TRL's option\): vllm_mode 'server' is not built"),
         ({"scale_rewards": True}, "TRL's boolean form: write 'group' for True"),
         ({"scale_rewards": False}, "write 'none' for False"),
         ({"reward_components": {"accuracy": "1.0"}}, "maps a component name to a number"),

@@ -1,5 +1,5 @@
 """Loading a config: YAML (a repeated key is an error), ``--set key=value`` overrides, unknown names with the
-closest known one (or what to use instead, for TRL options with no counterpart here), and the field help that
+closest known one (a TRL or verl name: ours, or what to use instead), and the field help that
 ``python -m trainer fields`` prints."""
 
 from __future__ import annotations
@@ -15,35 +15,31 @@ from pydantic import TypeAdapter
 
 from trainer.config.checks import ConfigError, _coerce
 from trainer.config.commands import GRPOConfig, SampleConfig, SFTConfig
+from trainer.config.conversion import foreign_hint
 
-#: Names other trainers use for our knobs, so a ported config gets a useful "did you mean".
+#: Names other trainers use for our knobs, so a ported config gets a useful "did you mean" (TRL's and verl's are
+#: answered from the rules of :mod:`trainer.config.foreign`, naming their source).
 _ALIASES = {
     "lr": "learning_rate",
     "kl_coef": "beta",
     "init_kl_coef": "beta",
-    "clip_ratio": "epsilon",
     "cliprange": "epsilon",
     "group_size": "num_generations",
     "num_return_sequences": "num_generations",
     "batch_size": "prompt_batch_size",
     "max_new_tokens": "max_completion_length",
     "max_length": "max_completion_length",
-    "ppo_epochs": "num_iterations",
     "model": "model_name_or_path",
     "dataset": "train_data",
     "epsilon_low": "epsilon",
     "clip_range": "epsilon",
     "kl_beta": "beta",
     "max_new_tokens_eval": "max_completion_length",
-    "num_generations_eval": "eval_num_generations",
-    "per_device_eval_batch_size": "eval_chunk_prompts",
     "eval_dataset": "eval_data",
     "train_dataset": "train_data",
     "lr_scheduler": "lr_scheduler_type",
     "warmup": "warmup_steps",
-    "grad_clip": "max_grad_norm",
     "clip_grad_norm": "max_grad_norm",
-    "vllm_importance_sampling_clip_max": "vllm_importance_sampling_cap",
     "vllm_gpu_memory_utilisation": "vllm_gpu_memory_utilization",
     "lora_rank": "lora_r",
     "peft": "use_peft",
@@ -52,32 +48,12 @@ _ALIASES = {
     "tool_call_parser": "tool_call_format",
 }
 
-_NO_SERVER_MODE = "vllm_mode 'server' is not built (vLLM's weight-update path to a server needs NCCL on GPUs)"
-
-#: TRL (and ``transformers.TrainingArguments``) options with no counterpart here, and what to do instead. Without
-#: this a close spelling could be suggested for an option that means something else (``num_train_epochs`` is not
-#: ``num_iterations``).
+#: Options of other trainers with no counterpart here, and what to do instead (TRL's and verl's own names are
+#: answered from the rules of :mod:`trainer.config.foreign`). Without this a close spelling could be suggested for an
+#: option that means something else.
 _UNSUPPORTED = {
-    "num_train_epochs": "training length is set in steps: set max_steps (each step takes prompt_batch_size prompts)",
     "max_prompt_length_eval": "max_prompt_length applies to evaluation too",
-    "vllm_importance_sampling_clip_min": "only an upper bound exists: vllm_importance_sampling_cap",
-    "vllm_server_host": _NO_SERVER_MODE,
-    "vllm_server_port": _NO_SERVER_MODE,
-    "vllm_server_base_url": _NO_SERVER_MODE,
-    "vllm_tensor_parallel_size": "the colocated engine runs on the trainer's one device (no tensor parallelism)",
-    "vllm_max_model_length": "the engine's context is max_prompt_length + max_completion_length",
-    "steps_per_generation": "every step generates its own batch; reuse it with num_iterations",
-    "generation_batch_size": "set prompt_batch_size (prompts per step) and rollout_chunk_prompts (per generate call)",
     "reward_funcs": "rewards come from the reward server: set reward_components or reward_preset",
-    "reward_weights": "give weights per component in reward_components, e.g. {accuracy: 1.0, format: 0.5}",
-    "fp16": "on CUDA bf16 autocast is used (the bf16 option); fp16 is not supported",
-    "logging_steps": "metrics are logged every step",
-    "save_strategy": "checkpoints follow save_steps",
-    "eval_strategy": "evaluation follows eval_steps",
-    "per_device_train_batch_size": "set prompt_batch_size: prompts per step over all processes (TRL counts "
-    "completions per device); each process takes an equal share",
-    "repetition_penalty": "sampling is kept plain so the loss's log-probs match the sampler",
-    "min_p": "min_p sampling is not supported; use top_p or top_k",
 }
 
 
@@ -157,6 +133,9 @@ def _check_key(key: Any, source: str, cls: type = GRPOConfig) -> None:
     if not isinstance(key, str):
         raise ConfigError(f"option names are strings; got {key!r} in {source}")
     if key not in known:
+        hint = foreign_hint(key) if cls is GRPOConfig and key not in aliases else None
+        if hint:  # TRL's or verl's name: ours, or why there is none
+            raise ConfigError(f"option {key!r} in {source} {hint}.")
         if key in unsupported:
             raise ConfigError(f"option {key!r} in {source} is not supported: {unsupported[key]}.")
         close = [aliases[key]] if key in aliases else difflib.get_close_matches(key, known, n=1)
