@@ -272,17 +272,6 @@ def test_clip_cov_equals_verls_under_the_same_seed(ratio: float, seed: int) -> N
     assert metrics["actor/pg_clipfrac"] > 0  # some token was cut: the test exercises the selection
 
 
-def test_the_covariance_options_default_to_verls() -> None:
-    """A verl KL-Cov or Clip-Cov recipe that leaves an option unset trains the same here."""
-    from verl.workers.config import PolicyLossConfig
-
-    from trainer.algorithms.losses import PolicyOptions
-
-    theirs, ours = PolicyLossConfig(), PolicyOptions()
-    for name in ("kl_cov_ratio", "ppo_kl_coef", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"):
-        assert getattr(ours, name) == getattr(theirs, name), name
-
-
 # ------------------------------------------------------------------------------------------- the entropy bonus
 
 

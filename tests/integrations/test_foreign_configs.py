@@ -112,7 +112,7 @@ def test_a_trl_recipe_carries_over_field_by_field() -> None:
         ({"max_steps": -1}, "max_steps=-1: set max_steps"),  # TRL trains by epochs unless max_steps is set
         ({"warmup_ratio": 0.1}, "warmup_ratio=0.1: use warmup_steps"),
         ({"repetition_penalty": 1.1}, "repetition_penalty=1.1: sampling is kept plain"),
-        ({"entropy_coef": 0.01}, "entropy_coef=0.01: not yet available"),
+        ({"entropy_coef": 0.01}, "entropy_coef=0.01: use entropy_coeff"),
         ({"multi_objective_aggregation": "normalize_then_sum"}, "summed, then normalised per group"),
     ],
 )
@@ -184,7 +184,8 @@ def test_verls_generated_config_carries_over_field_by_field() -> None:
         assert path in out.report["mapped"], path
         assert getattr(cfg, ours) == expected, path
     assert cfg.beta == src["actor_rollout_ref"]["actor"]["kl_loss_coef"]
-    # dropped with a neutral value, each with its reason: verl's entropy bonus (0), total_epochs (steps are set)
+    # verl's entropy bonus carries over as ours; total_epochs is dropped (steps are set) with its reason
+    assert "actor_rollout_ref.actor.entropy_coeff" in out.report["mapped"]
+    assert cfg.entropy_coeff == src["actor_rollout_ref"]["actor"]["entropy_coeff"]
     refused = dict(r.split(": ", 1) for r in out.report["refused"])
-    assert refused["actor_rollout_ref.actor.entropy_coeff"].startswith("not yet available")
     assert refused["trainer.total_epochs"].startswith("training length is set in steps")
