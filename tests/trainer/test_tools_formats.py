@@ -151,6 +151,26 @@ def test_a_session_stays_on_one_of_several_servers() -> None:
     assert {h for hosts in seen.values() for h in hosts} == {"a", "b"}
 
 
+def test_closing_sessions_goes_to_each_ones_server_and_never_raises() -> None:
+    deletes: list[tuple[str, str, str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "down":
+            raise httpx.ConnectError("refused", request=request)
+        deletes.append(
+            (request.method, request.url.host, request.url.raw_path.decode(), request.headers["X-RLVR-Session"])
+        )
+        return httpx.Response(404 if "gone" in request.url.path else 204)
+
+    client = HttpToolClient(["http://a", "http://b"], client=httpx.Client(transport=httpx.MockTransport(handler)))
+    ids = ["run-0@i 1", "run-1@i", "gone@i"]
+    assert client.close_sessions(ids) == 2  # the 404 is not counted, nor raised
+    assert [(m, h) for m, h, _, _ in deletes] == [("DELETE", client.url_for(i).split("//")[1]) for i in ids]
+    assert deletes[0][2:] == ("/v1/tools/sessions/run-0%40i%201", "run-0@i 1")  # quoted path, routing header
+    down = HttpToolClient("http://down", client=httpx.Client(transport=httpx.MockTransport(handler)))
+    assert down.close_sessions(["x@i", "y@i"]) == 0  # unreachable: logged, the rest skipped, no exception
+
+
 # ------------------------------------------------------------------------------------------------------- config
 
 

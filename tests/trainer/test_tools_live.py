@@ -49,6 +49,15 @@ def test_two_rollouts_keep_their_own_state_across_turns(tools: HttpToolClient) -
     assert [r.session_id for r in second] == [ids[1], ids[0]]
 
 
+def test_a_closed_session_is_gone_and_closing_it_again_is_harmless(tools: HttpToolClient) -> None:
+    (opened,) = tools.run([ToolRequest("c1", "y = 3", session_id="rollout-c")])
+    assert opened.status == "ok" and opened.session_id is not None
+    assert tools.close_sessions([opened.session_id]) == 1
+    (after,) = tools.run([ToolRequest("c2", "print(y)", session_id=opened.session_id)])
+    assert after.status == "session_lost"  # the interpreter was freed, not kept until the TTL
+    assert tools.close_sessions([opened.session_id, "never-opened@elsewhere"]) == 0  # 404s: logged, not raised
+
+
 def test_the_statuses_the_loop_acts_on(tools: HttpToolClient) -> None:
     results = tools.run(
         [

@@ -240,6 +240,11 @@ def test_sessions_limits_and_faults(tool_model_dir: Path) -> None:
     m = backend.stats.metrics(Distributed())
     assert (m["tools/calls"], m["tools/status/session_lost"], m["tools/status/over_limit"]) == (5, 1, 1)
     assert m["tools/failed_completions"] == 1 and m["tools/error_rate"] == pytest.approx(1 / 5)
+    # Once every row is done, the sessions the server opened are closed in one go: rows 0 and 1 (row 2 made no
+    # call, row 3's session was lost before the server answered with a full id).
+    prefix = f"{backend.session_prefix}-{_batch_id(client)}"
+    assert client.closed_sessions == [[f"{prefix}-0@fake", f"{prefix}-1@fake"]]
+    assert m["tools/sessions_closed"] == 2
     assert client.closed is False
     backend.close()
     assert client.closed is True

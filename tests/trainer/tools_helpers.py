@@ -58,6 +58,7 @@ class FakeToolClient:
     statuses: list[str] = field(default_factory=list)
     batches: list[list[ToolRequest]] = field(default_factory=list)
     closed: bool = False
+    closed_sessions: list[list[str]] = field(default_factory=list)  # each close_sessions call's ids
 
     def run(self, requests: Sequence[ToolRequest]) -> list[ToolResult]:
         self.batches.append(list(requests))
@@ -69,6 +70,10 @@ class FakeToolClient:
             session = None if r.session_id is None else r.session_id.split("@")[0] + "@fake"
             out.append(ToolResult(r.id, status, stdout, stderr, False, 0.01, session))
         return out
+
+    def close_sessions(self, session_ids: Sequence[str]) -> int:
+        self.closed_sessions.append(list(session_ids))
+        return len(session_ids)
 
     def close(self) -> None:
         self.closed = True

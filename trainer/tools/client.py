@@ -2,9 +2,9 @@
 
 The contract: the request is ``{"calls": [{"code", "session_id", "timeout_s", "id"}, ...]}``, the answer
 ``{"results": [...]}`` in the same order, each with ``id``, ``status``, ``stdout``, ``stderr``, ``truncated``,
-``time_s`` and ``session_id``. A session's first call sends the id the trainer chose; the server answers with the
-full id ``"<given>@<instance>"``, and every later call of that rollout sends the full id back (it names the server
-instance that holds the interpreter).
+``time_s``, ``session_id``, ``replayed`` and ``detail``. A session's first call sends the id the trainer chose;
+the server answers with the full id ``"<given>@<instance>"``, and every later call of that rollout sends the full
+id back (it names the server instance that holds the interpreter).
 
 Statuses: ``ok`` and ``error`` are the program's; ``timeout``, ``memory_limit`` and ``output_limit`` are limits the
 program hit (the model reads about them and goes on); ``sandbox_error``, ``session_lost`` and ``session_limit`` are
@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import httpx
 
@@ -30,6 +31,7 @@ from rlvr_client.client import RetryPolicy
 logger = logging.getLogger("trainer")
 
 TOOLS_PATH = "/v1/tools/python"
+SESSIONS_PATH = "/v1/tools/sessions"
 #: The header that lets a load balancer route a request to the instance holding its session.
 SESSION_HEADER = "X-RLVR-Session"
 STATUSES = ("ok", "error", "timeout", "memory_limit", "output_limit", "sandbox_error", "session_lost", "session_limit")
@@ -71,6 +73,8 @@ class ToolResult:
         truncated: the server cut the output.
         time_s: seconds the call ran.
         session_id: the full session id to send with the rollout's next call, or ``None``.
+        replayed: the session's earlier cells the server ran again before this one (its replay log).
+        detail: the server's reason, in words, when ``status`` is not ``ok``.
     """
 
     id: str
@@ -80,6 +84,8 @@ class ToolResult:
     truncated: bool = False
     time_s: float = 0.0
     session_id: str | None = None
+    replayed: int = 0
+    detail: str | None = None
 
     @property
     def infrastructure_failure(self) -> bool:
@@ -91,6 +97,8 @@ class ToolClient(Protocol):
     """Runs a batch of calls; one result per request, in order."""
 
     def run(self, requests: Sequence[ToolRequest]) -> list[ToolResult]: ...
+
+    def close_sessions(self, session_ids: Sequence[str]) -> int: ...
 
     def close(self) -> None: ...
 
@@ -188,6 +196,33 @@ class HttpToolClient:
             time.sleep(wait)
             attempt += 1
 
+    def close_sessions(self, session_ids: Sequence[str]) -> int:
+        """Close finished rollouts' sessions (``DELETE /v1/tools/sessions/{id}`` at each one's server), so that they
+        free the server's session cap now rather than at its TTL. Best effort: a session already gone (404) or a
+        server that does not answer is logged, never raised, since the rollout is over either way.
+
+        Args:
+            session_ids: full ``<given>@<instance>`` ids, as the server returned them.
+
+        Returns:
+            How many the servers closed (answered 204).
+        """
+        closed = 0
+        for session_id in session_ids:
+            url = f"{self.url_for(session_id)}{SESSIONS_PATH}/{quote(session_id, safe='')}"
+            try:
+                response = self._client.delete(url, headers={**self._headers, SESSION_HEADER: session_id})
+            except httpx.TransportError as exc:
+                logger.warning(
+                    "closing tool session %s: %s unreachable (%s); its TTL will free it", session_id, url, exc
+                )
+                return closed
+            if response.status_code == 204:
+                closed += 1
+            elif response.status_code != 404:
+                logger.warning("closing tool session %s: %s answered %d", session_id, url, response.status_code)
+        return closed
+
     def close(self) -> None:
         """Close the HTTP client (when this object built it)."""
         if self._owns_client:
@@ -207,6 +242,8 @@ def _parse(response: httpx.Response, requests: Sequence[ToolRequest], url: str) 
                 truncated=bool(r.get("truncated", False)),
                 time_s=float(r.get("time_s") or 0.0),
                 session_id=r.get("session_id"),
+                replayed=int(r.get("replayed") or 0),
+                detail=r.get("detail"),
             )
             for r in raw
         ]

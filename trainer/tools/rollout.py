@@ -59,6 +59,7 @@ class ToolStats:
         server_time_s: the calls' own run time as the server reports it (``time_s``), summed.
         wait_s: wall-clock seconds the rollouts waited on the server.
         failed_completions: rows ended by an infrastructure fault.
+        sessions_closed: finished rollouts' sessions the server closed at the end of their batch.
     """
 
     completions: int = 0
@@ -67,6 +68,7 @@ class ToolStats:
     server_time_s: float = 0.0
     wait_s: float = 0.0
     failed_completions: int = 0
+    sessions_closed: int = 0
 
     def reset(self) -> None:
         """Start counting again."""
@@ -78,7 +80,8 @@ class ToolStats:
         non-``ok`` outcome, the server's run time and the time waited (summed over ranks: the wait is per rank, and
         each rank waits on its own calls)."""
         values = [self.completions, self.calls, self.server_time_s, self.wait_s, self.failed_completions]
-        totals = dist.sum(torch.tensor(values + [self.outcomes[o] for o in _OUTCOMES], dtype=torch.float64))
+        outcomes = [self.outcomes[o] for o in _OUTCOMES]
+        totals = dist.sum(torch.tensor(values + outcomes + [self.sessions_closed], dtype=torch.float64))
         completions, calls = max(float(totals[0]), 1.0), float(totals[1])
         out = {
             "tools/calls": calls,
@@ -88,8 +91,9 @@ class ToolStats:
             "tools/server_time_s": float(totals[2]),
             "tools/wait_s": float(totals[3]),
             "tools/failed_completions": float(totals[4]),
+            "tools/sessions_closed": float(totals[-1]),
         }
-        for name, count in zip(_OUTCOMES[1:], totals[6:].tolist(), strict=True):
+        for name, count in zip(_OUTCOMES[1:], totals[6:-1].tolist(), strict=True):
             out[f"tools/status/{name}"] = float(count)
         return out
 
@@ -176,6 +180,10 @@ class ToolBackend:
                     going_on.append(r)
             pending = sorted(going_on)
         self.stats.completions += len(rows)
+        # Every row is finished: free their interpreters now, not at the server's TTL (its session cap is shared).
+        opened = [r.session_id for r in rows if r.session_id is not None and r.opened]
+        if opened:
+            self.stats.sessions_closed += self.client.close_sessions(opened)
         return self._batch(rows, ids, mask, num_generations)
 
     def _run(self, calls: Sequence[tuple[_Row, ToolCall]]) -> list[ToolResult]:
@@ -207,7 +215,8 @@ class ToolBackend:
             row.failed = True
             self.stats.failed_completions += 1
             return False
-        row.session_id = result.session_id or row.session_id  # the full "<given>@<instance>" id from now on
+        if result.session_id:  # the full "<given>@<instance>" id from now on
+            row.session_id, row.opened = result.session_id, True
         rendered = self.format.render(result_text(result, self.output_max_chars))
         output_ids = list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
         left = budget - len(row.tokens)
@@ -272,6 +281,7 @@ class _Row:
     log_probs: list[float] | None = field(default_factory=list)  # the sampler's, None once a backend gave none
     texts: list[str] = field(default_factory=list)  # the model's own turns, decoded: what is scored
     session_id: str | None = None
+    opened: bool = False  # the server answered with the session's full id: it holds a session to close
     calls: int = 0
     ended_with_eos: bool = False
     failed: bool = False
