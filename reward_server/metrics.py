@@ -99,6 +99,27 @@ class Metrics:
         if hasattr(sandbox, "cleaned") and hasattr(sandbox, "replaced"):
             self.registry.register(_SandboxCleanups(sandbox))
 
+    def watch_pool(self, pool: object) -> None:
+        """Export the math pool's slow-lane count as ``rlvr_slow_lane_items_total``."""
+        if hasattr(pool, "slow_items"):
+            self.registry.register(_SlowLane(pool))
+
+
+class _SlowLane(Collector):
+    """Reads the math pool's count of items moved to the slow lane at each scrape."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "rlvr_slow_lane_items",
+            "Math items moved to the slow lane (nice 19, a worker started in their place) after RLVR_MATH_SLOW_ITEM_S"
+            " of their own time",
+        )
+        family.add_metric([], self.pool.slow_items)
+        yield family
+
 
 class _SandboxCleanups(Collector):
     """Reads the counts from the sandbox pool at each scrape."""

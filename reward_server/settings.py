@@ -88,11 +88,12 @@ class Settings(BaseSettings):
     math_slow_item_s: float = Field(
         1.0,
         gt=0,
-        description="An item that has run this long (its own time) is slow: an extra worker takes its worker's "
-        "place while it runs, so slow items never starve other requests.",
+        description="An item that has run this long (its own time) is slow: it moves to the slow lane (its worker "
+        "drops to nice 19) and an extra worker takes its worker's place while it runs, so slow items never starve "
+        "other requests.",
     )
     math_max_extra_workers: int | None = Field(
-        None, ge=0, le=256, description="Most workers started in place of slow ones (default: `math_workers`)."
+        None, ge=0, le=256, description="Most workers started in place of slow ones (default: 4 x `math_workers`)."
     )
     request_budget_s: float = Field(
         60.0,

@@ -75,6 +75,7 @@ async def scoring_runtime(
         await pool.start(timeout_s=settings.worker_start_timeout_s)
         if metrics is not None:
             metrics.workers_alive.labels("math").set_function(lambda: pool.alive)
+            metrics.watch_pool(pool)
         logger.info("math pool ready: %d workers", settings.math_workers)
         # After the math pool: its workers come from a forkserver that pre-imports the math verifier, and the
         # first pool to start it sets what it pre-imports.

@@ -35,6 +35,7 @@ def test_health_ready_metrics(client: TestClient) -> None:
     client.post("/v1/math/verify", json={"response": "\\boxed{1}", "ground_truth": "1"})
     text = client.get("/metrics").text
     assert 'rlvr_workers_alive{pool="math"} 2.0' in text
+    assert "rlvr_slow_lane_items_total 0.0" in text  # nothing was slow
     assert 'rlvr_verdicts_total{component="accuracy",status="ok"}' in text
     assert "rlvr_request_latency_seconds_bucket" in text
     client.get("/docs")

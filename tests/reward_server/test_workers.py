@@ -179,6 +179,12 @@ async def test_slow_items_of_one_flow_do_not_starve_another(pool: WorkerPool) ->
     slow = [asyncio.ensure_future(pool.run(slow_flow, [{"op": "cpu", "seconds": 2.0}], [30.0])) for _ in range(2)]
     while sum(s.slow for s in pool._slots) < 2:  # both are past slow_item_s (1 s of their own time)
         await asyncio.sleep(0.05)
+    # The slow lane: the slow workers run at nice 19, the serving ones at ours
+    nice = {s.slow: os.getpriority(os.PRIO_PROCESS, s.pid) for s in list(pool._slots) if s.pid and s.ready}
+    assert nice[True] == 19 and nice.get(False, os.getpriority(os.PRIO_PROCESS, 0)) == os.getpriority(
+        os.PRIO_PROCESS, 0
+    )
+    assert pool.slow_items == 2
     for _ in range(20):
         outcomes = await pool.run(fast_flow, echo(16), [5.0] * 16)
         assert [o.status for o in outcomes] == [TaskStatus.OK] * 16

@@ -38,7 +38,8 @@ class WorkerPool:
         preload: more modules for the forkserver to import once (what the handler imports lazily).
         slow_item_s: an item that has run this long (its own time) makes its worker *slow* (see
             :mod:`reward_server.engine.pool`); ``None`` turns that off.
-        max_extra_workers: most workers started in place of slow ones at once (default ``num_workers``).
+        max_extra_workers: most workers started in place of slow ones at once (default ``4 * num_workers``:
+            slow workers run at nice 19, so the extras add processes, not CPU contention, to the serving ones).
         soft_clock: what the in-worker soft deadline counts: the worker's CPU time (``"cpu"``: a loaded machine
             does not shorten an item's time), or wall time (``"wall"``: for a handler that runs many threads,
             whose CPU time grows faster than the clock, or that waits on a GPU).
@@ -80,7 +81,7 @@ class WorkerPool:
             grace_s=grace_s,
             preload=tuple(preload),
             slow_item_s=slow_item_s,
-            max_extra_workers=num_workers if max_extra_workers is None else max_extra_workers,
+            max_extra_workers=4 * num_workers if max_extra_workers is None else max_extra_workers,
             handoff_timeout_s=handoff_timeout_s,
             soft_clock=soft_clock,
             unhealthy_after_s=unhealthy_after_s,
@@ -140,6 +141,11 @@ class WorkerPool:
         """True once every worker has started at least once, until the pool is closed or stops being
         healthy (a restart of one worker does not make it unready: its jobs wait in the queue)."""
         return self._supervisor.started and self.health[0]
+
+    @property
+    def slow_items(self) -> int:
+        """Items moved to the slow lane so far (past ``slow_item_s`` of their own time)."""
+        return self._supervisor.slow_items
 
     @property
     def alive(self) -> int:

@@ -45,6 +45,8 @@ _BACKOFF_MAX_S = 30.0
 _FAILED_STARTS = 5
 # How often a job may go back to the queue because its worker died before taking it up.
 _MAX_HANDOFFS = 3
+#: The niceness of a slow worker (the slow lane): the lowest CPU priority, so it runs on what others leave.
+_SLOW_NICE = 19
 
 
 def _runqueue_wait_s(pid: int) -> float | None:
@@ -147,6 +149,7 @@ class Supervisor:
         self._last_start_error: str | None = None
         self._not_serving_since = time.monotonic()
         self.restarts = 0
+        self.slow_items = 0  # items moved to the slow lane
 
     def start(self, timeout_s: float) -> None:
         """Start a thread per worker; each starts its worker and waits up to ``timeout_s`` for it."""
@@ -446,10 +449,16 @@ class Supervisor:
                 self._mark_slow(slot, piece)
 
     def _mark_slow(self, slot: _Slot, piece: Piece) -> None:
-        """The item has run long: let the worker finish only this item (the rest of its piece goes back to
-        the queue when it does), and start a worker to take its place meanwhile."""
+        """The item has run long: it moves to the slow lane. Its worker drops to the lowest CPU priority (nice
+        19), so that the serving workers' items take the CPU first and the slow item runs on what they leave;
+        its deadline counts its own time, so waiting for a CPU does not shorten it. The worker finishes only
+        this item (the rest of its piece goes back to the queue when it does), and a worker starts to take
+        its place meanwhile."""
         slot.slow = True
         slot.control[_STOP] = piece.job_id
+        with contextlib.suppress(OSError):  # it may have just exited; a platform without nice keeps it as is
+            os.setpriority(os.PRIO_PROCESS, slot.pid, _SLOW_NICE)
+        self.slow_items += 1
         with self._work:
             extra = len(self.slots) - self.config.num_workers
             if not self.closed and extra < self.config.max_extra_workers:
