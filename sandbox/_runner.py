@@ -72,6 +72,7 @@ _CHUNK = 1 << 16
 _PIPE_BYTES = 1 << 20  # the unprivileged maximum (/proc/sys/fs/pipe-max-size) on stock kernels
 _DRAIN_PAUSE_S = 0.005
 _REAP_WAIT_S = 3.0
+_TARGETED_S = 0.1  # how long a pid-by-pid kill of what a job left may take before kill(-1)
 _MODES = {"@python": "python", "@python-trusted": "trusted", "@python-syntax": "syntax"}
 _SHM = "/dev/shm"
 _LAUNCH_TIMEOUT_S = 10.0
@@ -393,12 +394,14 @@ class Runner:
     def _kill_everything(self):
         """Kill every process of the namespace but this runner and the launcher.
 
-        Returns (something_was_left, all_gone). When something was left it kills the launcher too
-        (``kill(-1)`` spares no one, and cannot be outrun by a fork bomb); a new one starts on demand.
+        Returns (something_was_left, all_gone). What was left is first killed pid by pid, sparing the launcher
+        (a daemon or a stray child: the next job then needs no new launcher); only if processes are still there
+        after ``_TARGETED_S`` (a fork bomb outruns a pid-by-pid kill) does it kill the launcher too with
+        ``kill(-1)``, which spares no one and cannot be outrun; a new launcher starts on demand.
         """
         self._note_reaped(_reap())  # zombies of finished children do not count as left behind
         left = bool(_other_pids(self._spare()))
-        if left:
+        if left and not self._kill_each(time.monotonic() + _TARGETED_S):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(-1, signal.SIGKILL)
             self._drop_launcher()
@@ -410,6 +413,21 @@ class Runner:
             if time.monotonic() > deadline:
                 return left, False
             time.sleep(0.002)
+
+    def _kill_each(self, deadline):
+        """SIGKILL every process but the spared ones, again and again until none is left (True) or
+        ``deadline`` passes (False)."""
+        while True:
+            self._note_reaped(_reap())
+            others = _other_pids(self._spare())
+            if not others:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            for pid in others:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.001)
 
     def _note_reaped(self, pids):
         if self.launcher is not None and self.launcher.pid in pids:

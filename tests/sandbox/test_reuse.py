@@ -92,6 +92,25 @@ async def test_hostile_job_is_cleaned_in_place(kind: str, code: str, limits: Lim
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_daemon_is_killed_without_the_launcher(kind: str) -> None:
+    """What a job left behind is killed pid by pid: the warm launcher (the jobs' parent) serves on, so the next
+    job pays no new interpreter (kill(-1), which takes the launcher too, is kept for what outruns that)."""
+    sandbox = await _one(kind)
+    parent = "import os\nprint(os.getppid())\n"
+    try:
+        before = await run_program(sandbox, "python", parent)
+        assert (await run_program(sandbox, "python", DAEMON)).status is Status.OK
+        after = await run_program(sandbox, "python", parent)
+        assert before.run is not None and after.run is not None
+        assert after.run.stdout == before.run.stdout  # the same launcher
+        assert (sandbox.cleaned, sandbox.replaced) == (1, 0)  # type: ignore[attr-defined]
+        inspect = await run_program(sandbox, "python", INSPECT)
+        assert inspect.run is not None and inspect.run.stdout == NOTHING_LEFT
+    finally:
+        await sandbox.close()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
 async def test_objects_that_outlive_processes_are_refused(kind: str) -> None:
     sandbox = await _one(kind)
     try:
