@@ -89,9 +89,11 @@ if [ -z "$COLD_START" ]; then
     --set "seed=$SEED"
   COLD_START="$OUT/sft/checkpoint-$SFT_STEPS"
 fi
-# The new verbs start at the mean embedding of the known ones (new_words.py says why); this is every arm's start.
+# The new verbs start between the known + and - verbs' embeddings, calibrated on the RL prompts (no answers) so
+# that the start writes either operation equally often (new_words.py says why); this is every arm's start.
 START="$OUT/start"
-phase new_words "$PYTHON" "$EX/new_words.py" "$COLD_START" "$START"
+phase new_words "$PYTHON" "$EX/new_words.py" "$COLD_START" "$START" --prompts "$OUT/data/rl_prompts.jsonl" \
+  --seed "$SEED"
 phase eval_start evaluate start "$START"
 
 for arm in $ARMS; do
