@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rl_gain"
 
@@ -28,6 +29,48 @@ def _load(name: str) -> ModuleType:
 
 prepare = _load("prepare")
 summary = _load("summary")
+new_words = _load("new_words")
+
+
+class _Tied(torch.nn.Module):
+    """An embedding table shared by input and output, as in the example's tied Qwen2."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding.from_pretrained(table.clone(), freeze=False)
+
+    def get_input_embeddings(self) -> torch.nn.Embedding:
+        return self.embed
+
+    def get_output_embeddings(self) -> torch.nn.Embedding:
+        return self.embed
+
+
+def test_new_verbs_start_between_the_plus_and_minus_means() -> None:
+    table = torch.tensor([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, 4.0], [9.0, 9.0], [9.0, 9.0]])
+    model = _Tied(table)
+    new_words.start_new_verbs(model, [0, 1], [2, 3], [4, 5], 0.25)
+    # 0.25 * (2, 0) + 0.75 * (0, 3), in both rows; the known verbs are untouched
+    assert model.embed.weight[4:].tolist() == [[0.5, 2.25], [0.5, 2.25]]
+    assert model.embed.weight[:4].tolist() == table[:4].tolist()
+    new_words.start_new_verbs(model, [0, 1], [2, 3], [4, 5], 0.5)
+    assert model.embed.weight[4].tolist() == table[:4].mean(0).tolist()  # 0.5: the plain mean of all four
+
+
+def test_calibration_bisects_to_an_even_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in share that grows with the new row's first coordinate, 0.5 where alpha = 0.7: the bisection
+    finds it to 2^-10 and leaves the model at the alpha it reports."""
+    table = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    model = _Tied(table)
+
+    def share(m: _Tied, *_: object) -> float:
+        return float(torch.sigmoid(40 * (m.embed.weight[2, 0].detach() - 0.7)))
+
+    monkeypatch.setattr(new_words, "plus_share", share)
+    alpha, got, trace = new_words.calibrate(model, None, ([0], [1], [2]), ["p"])
+    assert abs(alpha - 0.7) < 2**-9 and abs(got - 0.5) < 0.01
+    assert [a for a, _ in trace[:3]] == [0.5, 0.75, 0.625]  # below 0.5 at 0.5: up; above at 0.75: down
+    assert model.embed.weight[2].tolist() == pytest.approx([alpha, 1 - alpha])
 
 
 def test_answers_follow_the_verb_and_the_split_is_disjoint() -> None:
