@@ -212,6 +212,9 @@ def test_the_config_takes_trls_objective_options_and_refuses_bad_ones() -> None:
         {"advantage_estimator": "rloo"},
         {"advantage_estimator": "reinforce_plus_plus"},
         {"advantage_estimator": "reinforce_plus_plus_baseline"},
+        {"loss_type": "kl_cov", "kl_cov_ratio": 0.05},
+        {"loss_type": "clip_cov", "clip_cov_ratio": 0.05},
+        {"entropy_coeff": 0.01, "top_entropy_quantile": 0.5, "mask_zero_advantage_groups": True, "beta": 0.04},
     ],
     ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()),
 )
