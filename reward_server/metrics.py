@@ -6,7 +6,7 @@ counters and nothing is registered at import time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -97,42 +97,42 @@ class Metrics:
         ``rlvr_sandbox_cleanups_total{outcome}``: after a job that hit a limit or left something behind, the
         sandbox was cleaned in place, or replaced because the clean-up could not prove it clean."""
         if hasattr(sandbox, "cleaned") and hasattr(sandbox, "replaced"):
-            self.registry.register(_SandboxCleanups(sandbox))
+            live: Any = sandbox
+            self.registry.register(
+                _ReadCounter(
+                    "rlvr_sandbox_cleanups",
+                    "Sandboxes after a job that hit a limit or left something behind: cleaned in place, or replaced",
+                    ["outcome"],
+                    lambda: [(["cleaned"], live.cleaned), (["replaced"], live.replaced)],
+                )
+            )
 
     def watch_pool(self, pool: object) -> None:
         """Export the math pool's slow-lane count as ``rlvr_slow_lane_items_total``."""
         if hasattr(pool, "slow_items"):
-            self.registry.register(_SlowLane(pool))
+            live: Any = pool
+            self.registry.register(
+                _ReadCounter(
+                    "rlvr_slow_lane_items",
+                    "Math items moved to the slow lane (nice 19, a worker started in their place) after "
+                    "RLVR_MATH_SLOW_ITEM_S of their own time",
+                    [],
+                    lambda: [([], live.slow_items)],
+                )
+            )
 
 
-class _SlowLane(Collector):
-    """Reads the math pool's count of items moved to the slow lane at each scrape."""
+class _ReadCounter(Collector):
+    """A counter whose values are read from their owner at each scrape: ``read()`` gives ``(labels, value)``
+    pairs."""
 
-    def __init__(self, pool: Any) -> None:
-        self.pool = pool
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            "rlvr_slow_lane_items",
-            "Math items moved to the slow lane (nice 19, a worker started in their place) after RLVR_MATH_SLOW_ITEM_S"
-            " of their own time",
-        )
-        family.add_metric([], self.pool.slow_items)
-        yield family
-
-
-class _SandboxCleanups(Collector):
-    """Reads the counts from the sandbox pool at each scrape."""
-
-    def __init__(self, sandbox: Any) -> None:
-        self.sandbox = sandbox
+    def __init__(
+        self, name: str, documentation: str, labels: list[str], read: Callable[[], list[tuple[list[str], float]]]
+    ) -> None:
+        self.name, self.documentation, self.labels, self.read = name, documentation, labels, read
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            "rlvr_sandbox_cleanups",
-            "Sandboxes after a job that hit a limit or left something behind: cleaned in place, or replaced",
-            labels=["outcome"],
-        )
-        family.add_metric(["cleaned"], self.sandbox.cleaned)
-        family.add_metric(["replaced"], self.sandbox.replaced)
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
+        for labels, value in self.read():
+            family.add_metric(labels, value)
         yield family
