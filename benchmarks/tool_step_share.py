@@ -49,6 +49,9 @@ class OneByOne:
     def run(self, requests: Sequence[ToolRequest]) -> list[ToolResult]:
         return [r for request in requests for r in self.inner.run([request])]
 
+    def close_sessions(self, session_ids: Sequence[str]) -> int:
+        return self.inner.close_sessions(session_ids)
+
     def close(self) -> None:
         self.inner.close()
 
