@@ -220,7 +220,7 @@ def test_sessions_limits_and_faults(tool_model_dir: Path) -> None:
     # row0: calls, calls, then answers; row1: calls three times (the third is over the limit); row2: answers at
     # once; row3: its call hits a lost session.
     texts = {0: [call, call, "The answer is 42."], 1: [call, call, call], 2: ["The answer is 42."], 3: [call, "x"]}
-    client = FakeToolClient()
+    client = FakeToolClient(close_delay_s=0.3)
     backend = _scripted(
         tokenizer, client, lambda k, t: texts[k][t], lambda k, t: t == len(texts[k]) - 1 and k in (0, 2)
     )
@@ -245,6 +245,7 @@ def test_sessions_limits_and_faults(tool_model_dir: Path) -> None:
     prefix = f"{backend.session_prefix}-{_batch_id(client)}"
     assert client.closed_sessions == [[f"{prefix}-0@fake", f"{prefix}-1@fake"]]
     assert m["tools/sessions_closed"] == 2
+    assert m["tools/wait_s"] >= 0.3  # closing the sessions is time waited on the server too
     assert client.closed is False
     backend.close()
     assert client.closed is True

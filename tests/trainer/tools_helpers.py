@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,6 +60,7 @@ class FakeToolClient:
     batches: list[list[ToolRequest]] = field(default_factory=list)
     closed: bool = False
     closed_sessions: list[list[str]] = field(default_factory=list)  # each close_sessions call's ids
+    close_delay_s: float = 0.0  # how long closing sessions takes
 
     def run(self, requests: Sequence[ToolRequest]) -> list[ToolResult]:
         self.batches.append(list(requests))
@@ -73,6 +75,7 @@ class FakeToolClient:
 
     def close_sessions(self, session_ids: Sequence[str]) -> int:
         self.closed_sessions.append(list(session_ids))
+        time.sleep(self.close_delay_s)
         return len(session_ids)
 
     def close(self) -> None:

@@ -57,7 +57,7 @@ class ToolStats:
         calls: calls answered (by the server, or malformed ones by their error).
         outcomes: calls per status in :data:`_OUTCOMES`.
         server_time_s: the calls' own run time as the server reports it (``time_s``), summed.
-        wait_s: wall-clock seconds the rollouts waited on the server.
+        wait_s: wall-clock seconds the rollouts waited on the server: the calls and the closing of sessions.
         failed_completions: rows ended by an infrastructure fault.
         sessions_closed: finished rollouts' sessions the server closed at the end of their batch.
     """
@@ -183,7 +183,9 @@ class ToolBackend:
         # Every row is finished: free their interpreters now, not at the server's TTL (its session cap is shared).
         opened = [r.session_id for r in rows if r.session_id is not None and r.opened]
         if opened:
+            started = time.perf_counter()
             self.stats.sessions_closed += self.client.close_sessions(opened)
+            self.stats.wait_s += time.perf_counter() - started
         return self._batch(rows, ids, mask, num_generations)
 
     def _run(self, calls: Sequence[tuple[_Row, ToolCall]]) -> list[ToolResult]:

@@ -1,0 +1,84 @@
+"""The tool-use example (examples/tool_use): its data, its summary, and run.sh end to end with tiny step counts
+against a live reward server (the real sandbox runs the calls)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tool_use"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"tool_use_{name}", EXAMPLE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+prepare = _load("prepare")
+summary = _load("summary")
+
+
+def test_the_tool_completion_is_what_the_trainer_renders() -> None:
+    from trainer.tools.client import ToolResult
+    from trainer.tools.formats import make_format, result_text
+
+    fmt = make_format("code_block")
+    rendered = fmt.render(result_text(ToolResult("0", "ok", stdout="76680\n"), 2000))
+    assert prepare.with_tool(710, 108) == "```python\nprint(710*108)\n```" + rendered + "<answer>76680</answer>"
+    assert prepare.without_tool(710, 108) == "<answer>76680</answer>"
+
+
+def test_summary_reads_start_after_and_per_step_rates() -> None:
+    rows = [
+        {"step": 0, "eval/pass@1": 0.02, "eval/num_prompts": 100.0},
+        *(
+            {"step": s, "reward/mean": 0.1 * s, "tools/calls_per_completion": 0.3 + 0.1 * s, "tools/error_rate": 0.0}
+            for s in range(1, 5)
+        ),
+    ]
+    rows[-1]["eval/pass@1"] = 0.5
+    s = summary.arm_summary(rows, window=2)
+    assert (s["pass@1_start"], s["pass@1_after"], s["steps"]) == (0.02, 0.5, 4)
+    assert s["tool_call_rate_first"] == pytest.approx(0.45) and s["tool_call_rate_last"] == pytest.approx(0.65)
+    assert s["reward_last"] == pytest.approx(0.35) and s["tool_error_rate_last"] == 0.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_run_sh_with_tiny_step_counts(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "PORT": str(_free_port()),
+        "PYTHON": sys.executable,
+        "SFT_STEPS": "4",
+        "RL_STEPS": "2",
+        "EVAL_PROMPTS": "4",
+        "ARMS": "grpo random_reward",
+        "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
+    }
+    done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    figures = json.loads((out / "summary.json").read_text())
+    assert set(figures) == {"grpo", "random_reward"}
+    for arm in figures.values():
+        assert arm["steps"] == 2 and arm["eval_prompts"] == 4
+        assert 0 <= arm["pass@1_start"] <= 1 and 0 <= arm["pass@1_after"] <= 1
+        assert arm["tool_call_rate_first"] is not None and arm["tool_error_rate_first"] is not None
