@@ -50,7 +50,7 @@ def test_summary_reads_start_after_and_per_step_rates() -> None:
     rows[-1]["eval/pass@1"] = 0.5
     s = summary.arm_summary(rows, window=2)
     assert (s["pass@1_start"], s["pass@1_after"], s["steps"]) == (0.02, 0.5, 4)
-    assert s["tool_call_rate_first"] == pytest.approx(0.45) and s["tool_call_rate_last"] == pytest.approx(0.65)
+    assert s["tool_call_rate_first"] == pytest.approx(0.4) and s["tool_call_rate_last"] == pytest.approx(0.65)
     assert s["reward_last"] == pytest.approx(0.35) and s["tool_error_rate_last"] == 0.0
 
 
