@@ -3,7 +3,6 @@ figures ``summary.py`` reads off a run directory."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -11,25 +10,16 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 
+from tests.examples import load_example
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rl_gain"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"rl_gain_{name}", EXAMPLE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-prepare = _load("prepare")
-summary = _load("summary")
-new_words = _load("new_words")
+prepare = load_example("rl_gain", "prepare")
+summary = load_example("rl_gain", "summary")
+new_words = load_example("rl_gain", "new_words")
 
 
 class _Tied(torch.nn.Module):

@@ -3,30 +3,20 @@ against a live reward server (the real sandbox runs the calls)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.examples import load_example
+from tests.reward_server.serverproc import free_port
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tool_use"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"tool_use_{name}", EXAMPLE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-prepare = _load("prepare")
-summary = _load("summary")
+prepare = load_example("tool_use", "prepare")
+summary = load_example("tool_use", "summary")
 
 
 def test_the_tool_completion_is_what_the_trainer_renders() -> None:
@@ -54,19 +44,13 @@ def test_summary_reads_start_after_and_per_step_rates() -> None:
     assert s["reward_last"] == pytest.approx(0.35) and s["tool_error_rate_last"] == 0.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_run_sh_with_tiny_step_counts(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {
         **os.environ,
         "OUT": str(out),
-        "PORT": str(_free_port()),
+        "PORT": str(free_port()),
         "PYTHON": sys.executable,
         "SFT_STEPS": "4",
         "RL_STEPS": "2",
