@@ -213,10 +213,14 @@ def chunked_token_log_probs(
         logps.append(logp)  # (k,)
         if with_entropy:
             with torch.no_grad():
-                logits = torch.nn.functional.linear(args[0], weight, bias).float() / temperature  # (k, V)
-                entropies.append(entropy_from_logits(logits))  # (k,)
+                entropies.append(entropy_from_logits(_chunk_logits(args[0], weight, bias, temperature)))  # (k,)
     logp = torch.cat(logps).reshape(n, c)
     return logp, torch.cat(entropies).reshape(n, c) if with_entropy else None
+
+
+def _chunk_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float) -> torch.Tensor:
+    """``(k, V)`` float32 logits of ``(k, H)`` hidden states, divided by ``temperature``."""
+    return torch.nn.functional.linear(h, weight, bias).float() / temperature
 
 
 def _chunk_log_probs(
@@ -228,7 +232,7 @@ def _chunk_log_probs(
     top_k: int,
     top_p: float,
 ) -> torch.Tensor:
-    logits = torch.nn.functional.linear(h, weight, bias).float() / temperature  # (k, V)
+    logits = _chunk_logits(h, weight, bias, temperature)  # (k, V)
     return token_log_probs(logits, tokens, sampling_support(logits, top_k, top_p))  # (k,)
 
 
@@ -241,5 +245,5 @@ def _chunk_log_probs_and_entropy(
     top_k: int,
     top_p: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = torch.nn.functional.linear(h, weight, bias).float() / temperature  # (k, V)
+    logits = _chunk_logits(h, weight, bias, temperature)  # (k, V)
     return token_log_probs(logits, tokens, sampling_support(logits, top_k, top_p)), entropy_from_logits(logits)
