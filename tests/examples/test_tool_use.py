@@ -66,3 +66,29 @@ def test_run_sh_with_tiny_step_counts(tmp_path: Path) -> None:
         assert arm["steps"] == 2 and arm["eval_prompts"] == 4
         assert 0 <= arm["pass@1_start"] <= 1 and 0 <= arm["pass@1_after"] <= 1
         assert arm["tool_call_rate_first"] is not None and arm["tool_error_rate_first"] is not None
+
+
+def test_numbers_are_one_token_a_three_digit_chunk() -> None:
+    from trainer.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer(
+        ["Compute 126 times 117.\n" + prepare.with_tool(126, 117)],
+        vocab_size=300,
+        extra_tokens=[*prepare.FENCES, *prepare.TAGS, *prepare.NUMBER_CHUNKS],
+    )
+    pieces = [tokenizer.decode([i]) for i in tokenizer("print(835*191)\n155848 67123")["input_ids"]]
+    # Each operand one token, each product cut from the left into chunks of up to three digits.
+    assert [p for p in pieces if p.strip().isdigit()] == ["835", "191", "155", "848", "671", "23"]
+
+
+def test_the_table_over_runs_gives_mean_min_and_max() -> None:
+    def run(after: float, calls_last: float) -> dict[str, dict[str, float | None]]:
+        keys = [k for k, _ in summary.TABLE]
+        row: dict[str, float | None] = dict.fromkeys(keys, 0.0)
+        row["pass@1_after"], row["tool_call_rate_last"] = after, calls_last
+        return {"grpo": row}
+
+    lines = summary.table([run(1.0, 0.94), run(0.99, 0.997), run(1.0, 0.995)]).splitlines()
+    assert lines[0] == "| figure | grpo |"
+    assert "| held-out greedy pass@1, after | 99.7% [99.0, 100.0] |" in lines
+    assert "| tool-call rate, last 3 steps | 97.7% [94.0, 99.7] |" in lines
