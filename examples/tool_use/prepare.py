@@ -41,6 +41,11 @@ TAGS = ["<answer>", "</answer>"]
 NUMBER_CHUNKS = [str(n) for n in range(10, 1000)]  # "0".."9" are in the byte-level alphabet already
 
 
+def prompt(a: int, b: int) -> str:
+    """The problem, as the cold start, the RL prompts and the held-out set all read it."""
+    return f"Compute {a} times {b}.\n"
+
+
 def with_tool(a: int, b: int) -> str:
     """The completion that calls the tool: the call, the sandbox's output block (as the trainer renders it), the
     answer copied from it."""
@@ -83,17 +88,17 @@ def main() -> None:
     with (data / "cold_start.jsonl").open("w") as f:
         for i, (a, b) in enumerate(cold):
             completion = with_tool(a, b) if i < n_tool else without_tool(a, b)
-            f.write(json.dumps({"prompt": f"Compute {a} times {b}.\n", "completion": completion}) + "\n")
+            f.write(json.dumps({"prompt": prompt(a, b), "completion": completion}) + "\n")
     for name, rows in (("train", train), ("test", test)):
         with (data / f"{name}.jsonl").open("w") as f:
             for a, b in rows:
-                row = {"prompt": f"Compute {a} times {b}.\n", "ground_truth": str(a * b), "task": "math"}
+                row = {"prompt": prompt(a, b), "ground_truth": str(a * b), "task": "math"}
                 f.write(json.dumps(row) + "\n")
     print(
         f"{len(cold)} cold-start rows ({n_tool} with the tool), {len(train)} RL prompts, {len(test)} held-out in {data}"
     )
 
-    corpus = [f"Compute {a} times {b}.\n" + with_tool(a, b) for a, b in cold[:1000]]
+    corpus = [prompt(a, b) + with_tool(a, b) for a, b in cold[:1000]]
     tokenizer = build_tokenizer(corpus, vocab_size=300, extra_tokens=[*FENCES, *TAGS, *NUMBER_CHUNKS])
     model = build_tiny_model(
         tokenizer,
