@@ -192,7 +192,7 @@ class Distributed:
         """The module to run the update's forward through: ``model`` itself (one process), a DDP wrapper, or
         ``model`` sharded in place with FSDP2 (each decoder layer, then the root).
 
-        Generation, old-policy log-probs and saving use ``model`` (:func:`unwrap` of the result): under DDP they
+        Generation, reference log-probs and saving use ``model`` (:func:`unwrap` of the result): under DDP they
         need no collective; under FSDP ``model`` *is* the sharded module.
         """
         if not self.is_distributed:

@@ -348,7 +348,7 @@ class Run:
         tokenizer: the policy's tokenizer.
         model: the policy (a peft model with LoRA): what generates and is saved.
         core: the transformers model that forwards run on: ``model``, or with LoRA the base model that holds the
-            LoRA layers (peft's own forward calls it past FSDP's hooks); old-policy log-probs use it.
+            LoRA layers (peft's own forward calls it past FSDP's hooks); the reference log-probs use it with LoRA.
         train_model: what the update's forward runs through: ``core``, its DDP wrapper, or ``core`` sharded in
             place with FSDP2.
         ref_model: the reference model, or ``None`` when ``beta == 0``; with LoRA it is ``core`` itself, computed

@@ -4,7 +4,8 @@ one short function per phase of each step.
 1. :func:`sample`: ``num_generations`` completions for each of this rank's prompts, one chunk of prompts at a
    time; each finished chunk of groups goes to the reward server at once. With ``dynamic_sampling`` (DAPO),
    :func:`keep_informative_groups` then drops groups whose rewards are all equal and samples more prompts.
-2. :func:`old_and_ref_log_probs`: old-policy and reference log-probs, computed while the last chunk is scored.
+2. :func:`ref_log_probs`: reference log-probs, computed while the last chunk is scored. (The old-policy log-probs
+   that ``num_iterations > 1`` needs are the first iteration's own, kept by :func:`update`.)
 3. :func:`score`: wait for the rewards.
 4. :func:`compute_advantages`: the advantages of the config's ``advantage_estimator`` (looked up in
    :data:`trainer.algorithms.advantages.ADVANTAGE_ESTIMATORS`) and the tokens the loss counts.
@@ -201,30 +202,24 @@ def keep_informative_groups(run: Run, start: StepStart, first: Rollouts) -> Roll
     )
 
 
-def old_and_ref_log_probs(
-    run: Run, batch: RolloutBatch, timer: PhaseTimer
-) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
-    """Phase 2: per micro-batch ``(b, c)`` old-policy and reference log-probs, each ``None`` when not needed.
+def ref_log_probs(run: Run, batch: RolloutBatch, timer: PhaseTimer) -> list[torch.Tensor] | None:
+    """Phase 2: per micro-batch ``(b, c)`` reference log-probs, ``None`` when ``beta == 0``. They need no rewards,
+    so they run while the last chunk is still being scored.
 
-    Old-policy log-probs only when the batch is reused (``num_iterations > 1``; otherwise the ratio is taken
-    against the detached current log-probs), reference log-probs only when ``beta > 0``. They need no rewards, so
-    they run while the last chunk is still being scored.
+    There is no old-policy pass: every micro-batch of :func:`update`'s first iteration runs at the parameters
+    that sampled the batch (the optimizer steps once all of them are done), so its log-probs, detached, are the
+    old policy's. TRL and verl spend a separate forward on them when ``num_iterations > 1``; this one saves it.
     """
-    config = run.config
     with timer("logprobs"):
-        old_logps = None
-        if config.num_iterations > 1:
-            old_logps = _log_probs_per_micro_batch(run, run.core, batch)
-        ref_logps = None
-        if run.ref_model is not None:
-            with run.ref_context():
-                ref_logps = _log_probs_per_micro_batch(run, run.ref_model, batch)
-    return old_logps, ref_logps
+        if run.ref_model is None:
+            return None
+        with run.ref_context():
+            return _log_probs_per_micro_batch(run, run.ref_model, batch)
 
 
 @torch.no_grad()
 def _log_probs_per_micro_batch(run: Run, model: torch.nn.Module, batch: RolloutBatch) -> list[torch.Tensor]:
-    """Log-probs of each micro-batch under ``model`` without grad: old-policy or reference log-probs."""
+    """Log-probs of each micro-batch under ``model`` without grad: the reference log-probs."""
     out = []
     for rows in run.micro:
         with run.autocast():
@@ -338,7 +333,6 @@ def update(
     start: StepStart,
     batch: RolloutBatch,
     adv: Advantages,
-    old_logps: list[torch.Tensor] | None,
     ref_logps: list[torch.Tensor] | None,
 ) -> dict[str, float]:
     """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
@@ -362,6 +356,7 @@ def update(
     select_by_entropy = config.top_entropy_quantile < 1.0
     entropy_bonus = config.entropy_coeff != 0.0  # the entropy keeps its graph, every iteration
     correction = SamplerCorrection()
+    old_logps: list[torch.Tensor] = []  # per micro-batch (b, c): the first iteration's log-probs, detached
     with start.timer("update"):
         for iteration in range(config.num_iterations):
             policy_loss = 0.0
@@ -381,7 +376,9 @@ def update(
                             entropy_grad=entropy_bonus,
                         )  # (b, c)
                     entropy_with_grad, entropy = entropy, None if entropy is None else entropy.detach().float()
-                    old_logp = old_logps[k] if old_logps is not None else logp.detach().float()  # (b, c)
+                    if iteration == 0:  # no optimizer step yet: these are the sampling policy's log-probs
+                        old_logps.append(logp.detach().float())
+                    old_logp = old_logps[k]  # (b, c)
                     if iteration == 0 and mb.sampling_log_probs is not None:  # pi_old is fixed for the whole batch
                         correction.add(k, old_logp, mb, config)
                     mask_k = adv.loss_mask[rows_k][:, :width]  # (b, c)
@@ -645,10 +642,10 @@ def train(config: GRPOConfig, *, scorer: RewardScorer | None = None) -> TrainRes
             if config.dynamic_sampling:  # 1b. DAPO: only groups whose rewards differ, sampling more to fill
                 rollouts = keep_informative_groups(run, start, rollouts)
             run.backend.sleep()  # the sampler's memory is free for the update (vLLM sleep mode)
-            old_logps, ref_logps = old_and_ref_log_probs(run, rollouts.batch, start.timer)  # 2. while scoring
+            ref_logps = ref_log_probs(run, rollouts.batch, start.timer)  # 2. while scoring
             scored = score(run, rollouts, start)  # 3. wait for the rewards
             adv = compute_advantages(run, rollouts, scored)  # 4. advantages, loss mask
-            stats = update(run, start, rollouts.batch, adv, old_logps, ref_logps)  # 5. optimizer steps
+            stats = update(run, start, rollouts.batch, adv, ref_logps)  # 5. optimizer steps
             run.prompt_cursor += rollouts.prompts_drawn
             with start.timer("weight_sync"):  # 5b. the sampler takes the new weights (vLLM; nothing otherwise)
                 stats |= run.backend.sync_weights()

@@ -33,7 +33,17 @@ def _recording(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
-        seen.append({"advantages": args[2].clone(), "mask": args[3].clone(), "out": out, **kwargs})
+        logp, old_logp, advantages, mask = args[:4]
+        seen.append(
+            {
+                "logp": logp.detach().clone(),
+                "old_logp": old_logp.clone(),
+                "advantages": advantages.clone(),
+                "mask": mask.clone(),
+                "out": out,
+                **kwargs,
+            }
+        )
         return out
 
     monkeypatch.setattr(train_module, "grpo_loss", recording)
@@ -336,6 +346,35 @@ def test_entropy_is_averaged_over_the_tokens_the_loss_counts(
         assert row["policy/entropy"] == 0.0
     else:
         assert row["policy/entropy"] > 0.0
+
+
+def test_old_log_probs_are_the_first_iterations_and_equal_a_separate_pass(
+    tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At step 0 the reference is the starting policy, and its log-probs come from a separate no-grad forward: the
+    # old log-probs kept from the first iteration must equal them, in both iterations, while the second
+    # iteration's own log-probs have moved (one optimizer step at lr 0.05 lies between).
+    from trainer import train as train_module
+
+    seen = _recording(monkeypatch)
+    passes: list[torch.nn.Module] = []
+    real_pass = train_module._log_probs_per_micro_batch
+    monkeypatch.setattr(
+        train_module,
+        "_log_probs_per_micro_batch",
+        lambda run, model, batch: passes.append(model) or real_pass(run, model, batch),
+    )
+    cfg = _config(
+        tiny_model_dir, prompt_files, tmp_path / "run", max_steps=1, num_iterations=2, beta=0.05, learning_rate=0.05
+    )
+    train(cfg, scorer=StandInServer(_varied).scorer())
+    assert len(passes) == 1  # the reference's: no old-policy pass
+    first, second = seen
+    mask = first["mask"].bool()
+    for call in (first, second):
+        torch.testing.assert_close(call["old_logp"][mask], call["ref_logp"][mask], atol=1e-6, rtol=0)
+    assert torch.equal(second["old_logp"], first["old_logp"])
+    assert (second["logp"][mask] - first["logp"][mask]).abs().max() > 1e-3
 
 
 def test_clip_ratio_leaves_out_the_first_iteration(

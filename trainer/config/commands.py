@@ -93,7 +93,7 @@ class GRPOConfig(
     epsilon_high: float | None = None
     """Upper clip range, ``ratio <= 1 + epsilon_high`` (DAPO's clip-higher suggests 0.28); None means epsilon."""
     num_iterations: int = 1
-    """Optimizer passes over each batch of rollouts (mu in DeepSeekMath); above 1 the old-policy log-probs are kept."""
+    """Optimizer passes over each batch of rollouts (mu in DeepSeekMath); the first pass gives the old log-probs."""
     loss_type: str = "dapo"
     """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` (aggregations); ``cispo``, ``sapo``, ``luspo``, ``vespo`` (TRL's)."""
     scale_rewards: ScaleRewards = "group"
