@@ -93,6 +93,8 @@ def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", type=int, default=16, help="prompt_batch_size")
     parser.add_argument("--generations", type=int, default=8, help="num_generations")
     parser.add_argument("--completion-length", type=int, default=48)
+    parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient (> 0 adds the reference forward)")
+    parser.add_argument("--num-iterations", type=int, default=1, help="optimizer steps per generation batch")
     parser.add_argument("--hidden-size", type=int, default=192)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
@@ -123,6 +125,9 @@ def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: 
             "rollout_chunk_prompts": args.chunk,
             "overlap_scoring": mode == "overlap",
             "max_completion_length": args.completion_length,
+            "beta": args.beta,
+            "num_iterations": args.num_iterations,
+            "apply_chat_template": False,  # plain-text prompts, as trl_step.py gives TRL
             "learning_rate": 1e-5,
             "report_to_tensorboard": False,
             "progress_bar": False,

@@ -2,10 +2,12 @@
 
 The peer baseline for ``benchmarks/gpu_check.sh``. It builds the same random tiny Qwen2 as ``trainer_step.py``
 for the same shape options (same seed, same tokenizer), gives TRL the same prompts, ``num_generations``,
-``max_completion_length``, sampling (temperature 1, no top-p/top-k), ``beta`` 0, ``loss_type`` dapo and one
-micro-batch per step (TRL's ``per_device_train_batch_size`` counts completions), and the same in-process reward
-rule as ``trainer_step.py --rewards stand-in``. Tokens per second are the step's completion tokens over its wall
-time, the first step left out, median over steps: what ``trainer_step.py`` reports as ``perf/tokens_per_s``.
+``max_completion_length``, sampling (temperature 1, no top-p/top-k), ``beta``, ``num_iterations``, ``loss_type``
+dapo and one micro-batch per step (TRL's ``per_device_train_batch_size`` counts completions), and the same
+in-process reward rule as ``trainer_step.py --rewards stand-in``. A step is one generation batch and its
+``num_iterations`` optimizer steps (TRL counts each optimizer step as a step; they are summed here), as in
+``trainer_step.py``. Tokens per second are the batch's completion tokens over that time, the first batch left out,
+median over batches: what ``trainer_step.py`` reports as ``perf/tokens_per_s``.
 
 Needs ``trl`` (its own environment: ``pip install trl``); prints a clear line and exits 3 when it is missing.
 
@@ -16,6 +18,7 @@ Needs ``trl`` (its own environment: ``pip install trl``); prints a clear line an
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -75,10 +78,11 @@ def main() -> None:
             temperature=1.0,
             top_p=1.0,
             top_k=0,
-            beta=0.0,
+            beta=args.beta,
+            num_iterations=args.num_iterations,
             loss_type="dapo",
             learning_rate=1e-5,
-            max_steps=args.steps + 1,
+            max_steps=(args.steps + 1) * args.num_iterations,
             logging_steps=1,
             report_to="none",
             save_strategy="no",
@@ -100,8 +104,10 @@ def main() -> None:
         )
         trainer.train()
         n_params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+    # TRL logs completion lengths once per generation batch, and ends a step at each of its num_iterations updates
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
-    step_s = [b - a for a, b in zip(timer.ends, timer.ends[1:], strict=False)]
+    ends = timer.ends[:: args.num_iterations]
+    step_s = [b - a for a, b in itertools.pairwise(ends)]
     tokens_per_s = [mean * n / s for mean, s in zip(lengths[1:], step_s[1:], strict=False)]
     summary = {
         "trl": trl.__version__,

@@ -557,6 +557,7 @@ def _make_backend(
             apply_chat_template=config.apply_chat_template,
             autocast=functools.partial(autocast, use_bf16),  # generation samples in the update's dtype
             synced_gpus=dist.is_distributed and dist.fsdp,
+            share_prompts=config.shared_prefix_forward,
         )
     if dist.world_size > 1:
         raise ConfigError(

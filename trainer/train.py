@@ -228,6 +228,7 @@ def _log_probs_per_micro_batch(run: Run, model: torch.nn.Module, batch: RolloutB
                 batch.select(rows),
                 run.config.temperature,
                 chunk_tokens=run.config.logprobs_chunk_tokens,
+                share_prompts=run.config.shared_prefix_forward and not run.dist.is_distributed,
                 top_k=run.config.top_k,
                 top_p=run.config.top_p,
             )
@@ -371,6 +372,7 @@ def update(
                             config.temperature,
                             with_entropy=iteration == 0 or select_by_entropy,
                             chunk_tokens=config.logprobs_chunk_tokens,
+                            share_prompts=config.shared_prefix_forward and not dist.is_distributed,
                             top_k=config.top_k,
                             top_p=config.top_p,
                             entropy_grad=entropy_bonus,

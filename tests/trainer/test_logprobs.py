@@ -91,6 +91,91 @@ def test_entropies_with_grad_equal_the_full_logits_path(tiny_model_dir: Path, ch
     assert not torch.allclose(dict(model.named_parameters())[head].grad, full_grads[head])
 
 
+def _grouped_batch(vocab: int, groups: int, g: int, p: int, c: int) -> RolloutBatch:
+    """``groups`` prompts x ``g`` completions, laid out as generation lays them out: a group's rows consecutive,
+    sharing the prompt's ids and left padding. The first prompt is padded; two completions end early."""
+    one = _batch(vocab, n=groups, p=p, c=c)
+    rows = torch.arange(groups).repeat_interleave(g)  # (N,)
+    completion_ids = torch.randint(vocab, (groups * g, c), generator=torch.Generator().manual_seed(1))
+    completion_mask = torch.ones(groups * g, c, dtype=torch.long)
+    completion_mask[1, c // 2 :] = 0
+    completion_mask[-1, 1:] = 0
+    return RolloutBatch(
+        prompt_ids=one.prompt_ids[rows],
+        prompt_mask=one.prompt_mask[rows],
+        completion_ids=completion_ids,
+        completion_mask=completion_mask,
+        is_truncated=torch.zeros(groups * g, dtype=torch.bool),
+        prompt_index=rows,
+        completion_texts=[""] * (groups * g),
+    )
+
+
+def _embedding_inputs(model: torch.nn.Module) -> list[tuple[int, ...]]:
+    """The shapes of the token ids each forward of ``model`` embeds, recorded from now on."""
+    shapes: list[tuple[int, ...]] = []
+    model.get_input_embeddings().register_forward_pre_hook(lambda m, args: shapes.append(tuple(args[0].shape)))
+    return shapes
+
+
+@pytest.mark.parametrize(
+    ("chunk_tokens", "entropy_grad", "top_k"), [(None, False, 0), (7, False, 0), (7, True, 0), (None, True, 5)]
+)
+def test_shared_prompt_forward_equals_the_full_forward(
+    tiny_model_dir: Path, chunk_tokens: int | None, entropy_grad: bool, top_k: int
+) -> None:
+    """Each prompt runs once (3 rows, not 12) and the completions on its copied KV cache: the same log-probs,
+    entropies and gradients as running all 12 rows whole."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    batch = _grouped_batch(model.config.vocab_size, groups=3, g=4, p=5, c=9)
+    mask = batch.completion_mask.float()
+    shapes = _embedding_inputs(model)
+
+    def run(share: bool) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        logp, entropy = completion_log_probs(
+            model,
+            batch,
+            0.7,
+            with_entropy=True,
+            chunk_tokens=chunk_tokens,
+            top_k=top_k,
+            entropy_grad=entropy_grad,
+            share_prompts=share,
+        )
+        assert entropy is not None
+        loss = (logp * mask).sum() * 0.3 - ((entropy * mask).sum() * 0.7 if entropy_grad else 0.0)
+        loss.backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        return logp.detach(), entropy.detach(), grads
+
+    full_logp, full_entropy, full_grads = run(False)
+    assert shapes == [(12, 14)]
+    logp, entropy, grads = run(True)
+    assert shapes[1:] == [(3, 5), (12, 8)]  # the prompts once, then the completions but their last token
+    torch.testing.assert_close(logp, full_logp, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(entropy, full_entropy, rtol=1e-5, atol=1e-5)
+    assert sorted(grads) == sorted(full_grads)
+    for name, grad in full_grads.items():
+        atol = max(1e-5 * grad.abs().max().item(), 1e-9)
+        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_shared_prompt_forward_falls_back_where_it_does_not_apply(tiny_model_dir: Path) -> None:
+    """Distinct prompts, and gradient checkpointing (no KV cache in training), take the full forward."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    shapes = _embedding_inputs(model)
+    completion_log_probs(model, _batch(model.config.vocab_size, n=3, p=5, c=9), 1.0, share_prompts=True)
+    assert shapes == [(3, 14)]
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()  # transformers >= 5.20's name, or the older one
+    model.train()
+    completion_log_probs(
+        model, _grouped_batch(model.config.vocab_size, groups=2, g=2, p=5, c=9), 1.0, share_prompts=True
+    )
+    assert shapes[1:] == [(4, 14)]
+
+
 def test_without_grad_the_chunked_path_keeps_nothing_for_backward(tiny_model_dir: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     batch = _batch(model.config.vocab_size, n=2, p=3, c=4)

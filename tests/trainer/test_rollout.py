@@ -93,6 +93,27 @@ def test_greedy_decoding_is_deterministic(backend: TransformersBackend) -> None:
     assert torch.equal(a.completion_ids[0], a.completion_ids[1])
 
 
+def test_a_shared_prefill_samples_what_the_full_prefill_samples(backend: TransformersBackend) -> None:
+    """Each prompt's cache is computed once (2 rows, not 6) and copied: same seed, same completions."""
+    prompts = ["What is 1 plus 2?", "What is 12 plus 3 plus 4?"]  # different lengths: one is left-padded
+    sampling = SamplingParams(max_new_tokens=12, temperature=1.0)
+    shapes: list[tuple[int, ...]] = []
+    backend.model.get_input_embeddings().register_forward_pre_hook(lambda m, a: shapes.append(tuple(a[0].shape)))
+    batches = []
+    for share in (False, True):
+        backend.share_prompts = share
+        shapes.clear()
+        torch.manual_seed(3)
+        batches.append(backend.generate(prompts, 3, sampling))
+        width = batches[-1].prompt_ids.shape[1]
+        assert shapes[0] == ((2, width - 1) if share else (6, width))  # the prefill
+        assert shapes[1] == (6, 1)  # then the last prompt token, or the first decoding step
+    full, shared = batches
+    assert torch.equal(shared.prompt_ids, full.prompt_ids)
+    assert torch.equal(shared.completion_ids, full.completion_ids)
+    assert torch.equal(shared.completion_mask, full.completion_mask)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_log_probs_match_the_sampling_distribution(backend: TransformersBackend, temperature: float) -> None:
     """Recomputed log-probs (left padding, positions, temperature) equal those generate sampled from."""

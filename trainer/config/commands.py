@@ -134,6 +134,8 @@ class GRPOConfig(
     # ------------------------------------------------------------------ hardware
     logprobs_chunk_tokens: int | None = 1024
     """Completion tokens whose logits exist at once (recomputed in backward), so memory stays flat in V x C x B."""
+    shared_prefix_forward: bool = True
+    """Run each group's prompt once, its KV cache shared by the group (exact; one process; arXiv 2506.05433)."""
 
     # ------------------------------------------------------------------ vLLM rollouts
     vllm_mode: Literal["colocate", "server"] = "colocate"

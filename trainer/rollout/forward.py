@@ -11,11 +11,13 @@ vocabulary.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.utils.checkpoint
+from transformers import DynamicCache
 
 from trainer.algorithms.logprobs import entropy_from_logits, sampling_support, token_log_probs
 from trainer.distributed import unwrap
@@ -32,6 +34,7 @@ def completion_log_probs(
     top_k: int = 0,
     top_p: float = 1.0,
     entropy_grad: bool = False,
+    share_prompts: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and optionally entropies) of the completion tokens under ``model``.
 
@@ -62,6 +65,8 @@ def completion_log_probs(
         entropy_grad: the entropies keep their graph, for an entropy bonus (``entropy_coeff``); implies
             ``with_entropy``. On the chunked path they leave the model as a second channel of the head's output, so
             DDP and FSDP see them as an ordinary output too.
+        share_prompts: run each prompt once for all the completions that share it (:func:`shared_prompt_hidden`)
+            where that applies; elsewhere, and with ``False``, every row's prompt is run again.
 
     Returns:
         ``(logp, entropy)``: ``(N, C)`` float32 each; ``entropy`` is ``None`` unless asked for. Grad flows into
@@ -83,17 +88,129 @@ def completion_log_probs(
         )
 
     head = _plain_lm_head(model)
+    hidden = shared_prompt_hidden(model, batch, position_ids) if share_prompts and head is not None else None
+    if hidden is not None:  # (N, C, H)
+        assert head is not None
+        if chunk_tokens is not None:
+            return chunked_token_log_probs(
+                hidden,
+                head.weight,
+                head.bias,
+                batch.completion_ids,
+                temperature,
+                chunk_tokens,
+                with_entropy=with_entropy,
+                top_k=top_k,
+                top_p=top_p,
+                entropy_grad=entropy_grad,
+            )
+        logits = head(hidden) / temperature  # (N, C, V)
+        return _log_probs_of_logits(logits, batch.completion_ids, top_k, top_p, with_entropy, entropy_grad)
     if chunk_tokens is None or head is None:
         logits = forward().logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
-        support = sampling_support(logits, top_k, top_p)  # (N, C, V) or None
-        logp = token_log_probs(logits, batch.completion_ids, support)  # (N, C)
-        entropy = entropy_from_logits(logits if entropy_grad else logits.detach()) if with_entropy else None
-        return logp, entropy  # (N, C) each
+        return _log_probs_of_logits(logits, batch.completion_ids, top_k, top_p, with_entropy, entropy_grad)
     with _chunked_lm_head(
         head, batch.completion_ids, temperature, chunk_tokens, with_entropy, top_k, top_p, entropy_grad
     ) as stats:
         out = forward().logits  # (N, C, 1), or (N, C, 2) with entropy_grad: the log-probs (and entropies) themselves
     return out[..., 0], out[..., 1] if entropy_grad else stats.get("entropy")
+
+
+def _log_probs_of_logits(
+    logits: torch.Tensor, tokens: torch.Tensor, top_k: int, top_p: float, with_entropy: bool, entropy_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(N, C)`` log-probs of ``tokens`` under ``(N, C, V)`` temperature-scaled ``logits`` (over the sampler's
+    support), and their entropies when asked for (with their graph under ``entropy_grad``)."""
+    support = sampling_support(logits, top_k, top_p)  # (N, C, V) or None
+    logp = token_log_probs(logits, tokens, support)  # (N, C)
+    entropy = entropy_from_logits(logits if entropy_grad else logits.detach()) if with_entropy else None
+    return logp, entropy
+
+
+def shared_prompt_hidden(
+    model: torch.nn.Module, batch: RolloutBatch, position_ids: torch.Tensor
+) -> torch.Tensor | None:
+    """The final hidden states that predict each completion token, each distinct prompt run once for its group.
+
+    A group's ``G`` completions share their prompt (the same ids, the same left padding), so its hidden states and
+    KV cache are the same for all of them. Here each run of equal consecutive prompt rows is run once (``U`` rows,
+    with the KV cache kept), the cache is copied to the ``N`` rows that share it, and only the completions run on
+    top of it: the prompt's share of the forward and backward shrinks by ``G``. Attention sees the same keys and
+    values at the same positions, so the result equals the full forward's to float rounding, gradients included
+    (the copy's gradient sums over the group's rows). The shared-prefix forward of Prefix Grouper (arXiv
+    2506.05433), here through the model's own KV cache.
+
+    Applies to one process's plain model (a DDP wrapper, or FSDP, would see two forwards before one backward),
+    without gradient checkpointing (which turns the cache off), with full attention in every layer (no sliding
+    window), and when some prompt is shared (``U < N``); otherwise returns ``None`` and the caller runs the full
+    forward.
+
+    Args:
+        model: the policy or reference model.
+        batch: the rollout (micro-)batch; rows that share a prompt are consecutive, as generation lays them out.
+        position_ids: ``(N, P + C)`` positions of ``prompt + completion``, as the full forward uses them.
+
+    Returns:
+        ``(N, C, H)`` hidden states: position ``t`` predicts completion token ``t``; or ``None``.
+    """
+    inner = unwrap(model)
+    if inner is not model or not prompt_cache_applies(inner):
+        return None
+    key = torch.cat([batch.prompt_ids, batch.prompt_mask], dim=1)  # (N, 2P)
+    _, inverse = torch.unique_consecutive(key, dim=0, return_inverse=True)  # (N,) row -> its prompt
+    starts = torch.ones_like(inverse, dtype=torch.bool)  # (N,)
+    starts[1:] = inverse[1:] != inverse[:-1]
+    first = starts.nonzero().squeeze(1)  # (U,) the first row of each prompt
+    n, p = batch.prompt_ids.shape
+    c = batch.completion_ids.shape[1]
+    if len(first) == n or c == 0:
+        return None
+    decoder: Any = inner.get_decoder()  # type: ignore[operator]  # checked callable by prompt_cache_applies
+    cache_kw = cache_keyword(decoder)
+    cache = DynamicCache()
+    prompt_out = decoder(
+        input_ids=batch.prompt_ids[first],
+        attention_mask=batch.prompt_mask[first],
+        position_ids=position_ids[first, :p],
+        use_cache=True,
+        **{cache_kw: cache},
+    )
+    last = prompt_out.last_hidden_state[:, -1:][inverse]  # (N, 1, H): predicts completion token 0
+    if c == 1:
+        return last
+    cache.batch_select_indices(inverse)  # (U, ...) -> (N, ...), with its graph
+    attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)[:, : p + c - 1]  # (N, P + C - 1)
+    completion_out = decoder(
+        input_ids=batch.completion_ids[:, :-1],
+        attention_mask=attention_mask,
+        position_ids=position_ids[:, p : p + c - 1],
+        use_cache=True,
+        **{cache_kw: cache},
+    )
+    return torch.cat([last, completion_out.last_hidden_state], dim=1)  # (N, C, H)
+
+
+def cache_keyword(model: torch.nn.Module) -> str:
+    """The name under which ``model``'s forward (and ``generate``) takes a KV cache: ``cache`` from transformers
+    5.20, ``past_key_values`` before (a peft model is looked through to its base model)."""
+    get_base = getattr(model, "get_base_model", None)
+    base = get_base() if callable(get_base) else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def prompt_cache_applies(model: torch.nn.Module) -> bool:
+    """Whether a prompt's KV cache can be computed once and copied to the rows that share it
+    (:func:`shared_prompt_hidden`, and generation's shared prefill): a transformers decoder with a KV cache, no
+    gradient checkpointing, and no sliding-window or non-attention layers."""
+    config = getattr(model, "config", None)
+    if config is None or not callable(getattr(model, "get_decoder", None)):
+        return False
+    new_name = hasattr(model, "is_activation_checkpointing")  # transformers >= 5.20's name, or the older one
+    if getattr(model, "is_activation_checkpointing" if new_name else "is_gradient_checkpointing", False):
+        return False
+    if getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True):
+        return False
+    return all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or ["full_attention"])
 
 
 def _plain_lm_head(model: torch.nn.Module) -> torch.nn.Linear | None:

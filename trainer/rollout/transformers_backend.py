@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria
+from transformers import DynamicCache, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria
 
 from trainer.rollout.base import (
     Continuation,
@@ -25,6 +25,7 @@ from trainer.rollout.base import (
     decode_completions,
     eos_token_ids,
 )
+from trainer.rollout.forward import cache_keyword, prompt_cache_applies
 
 
 class TransformersBackend:
@@ -38,6 +39,9 @@ class TransformersBackend:
             so that sampling draws from the distribution whose log-probs the loss computes.
         synced_gpus: keep every rank in ``generate`` until all have finished (needed when the policy is sharded
             with FSDP: each forward gathers the parameters with a collective).
+        share_prompts: prefill each distinct prompt once and copy its KV cache to its ``num_generations`` rows
+            (:meth:`generate`), where :func:`trainer.rollout.forward.prompt_cache_applies` and not with
+            ``synced_gpus``; the same logits, so the same samples, with ``1/num_generations`` of the prompt work.
     """
 
     def __init__(
@@ -49,11 +53,13 @@ class TransformersBackend:
         apply_chat_template: bool = True,
         autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
         synced_gpus: bool = False,
+        share_prompts: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.autocast = autocast
         self.synced_gpus = synced_gpus
+        self.share_prompts = share_prompts and not synced_gpus
         self.prompts = PromptEncoder(
             tokenizer, max_prompt_length=max_prompt_length, apply_chat_template=apply_chat_template
         )
@@ -73,18 +79,20 @@ class TransformersBackend:
     def generate(self, prompts: Sequence[Prompt], num_generations: int, sampling: SamplingParams) -> RolloutBatch:
         """Sample ``num_generations`` completions of each prompt (see :class:`GenerationBackend`)."""
         device = next(self.model.parameters()).device
-        ids, mask = self.encode(prompts)  # (n, P)
-        ids = ids.repeat_interleave(num_generations, 0).to(device)  # (N, P)
-        mask = mask.repeat_interleave(num_generations, 0).to(device)  # (N, P)
+        prompt_ids, prompt_mask = (t.to(device) for t in self.encode(prompts))  # (n, P) each
+        ids = prompt_ids.repeat_interleave(num_generations, 0)  # (N, P)
+        mask = prompt_mask.repeat_interleave(num_generations, 0)  # (N, P)
         was_training = self.model.training
         self.model.eval()
         try:
             with self.autocast():
+                prefilled = self._shared_prefill(prompt_ids, prompt_mask, num_generations)
                 out = self.model.generate(  # type: ignore[operator]
                     input_ids=ids,
                     attention_mask=mask,
                     generation_config=self._generation_config(sampling),
                     synced_gpus=self.synced_gpus,
+                    **prefilled,
                 )  # (N, P + C)
         finally:
             self.model.train(was_training)
@@ -101,6 +109,26 @@ class TransformersBackend:
             prompt_index=torch.arange(len(prompts), device=device).repeat_interleave(num_generations),
             completion_texts=texts,
         )
+
+    def _shared_prefill(self, ids: torch.Tensor, mask: torch.Tensor, num_generations: int) -> dict[str, Any]:
+        """``generate``'s cache keyword and a KV cache of all but the last token of each of the ``(n, P)`` prompts,
+        computed once per prompt and repeated ``num_generations`` times; ``{}`` where sharing does not apply.
+        ``generate`` then runs only the last prompt token, at the same position, and goes on as without it."""
+        if not self.share_prompts or num_generations == 1 or ids.shape[1] < 2 or not prompt_cache_applies(self.model):
+            return {}
+        keyword = cache_keyword(self.model)
+        cache = DynamicCache()
+        positions = (mask[:, :-1].cumsum(-1) - 1).clamp(min=0)  # (n, P - 1), as generate computes them
+        self.model(
+            input_ids=ids[:, :-1],
+            attention_mask=mask[:, :-1],
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{keyword: cache},
+        )
+        cache.batch_repeat_interleave(num_generations)
+        return {keyword: cache}
 
     @torch.no_grad()
     def continue_rows(
