@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("module", ["trainer_step", "trl_step", "distributed_step"])
+@pytest.mark.parametrize("module", ["trainer_step", "trl_step", "trl_pair", "distributed_step"])
 def test_the_benchmark_imports_without_pytest(module: str) -> None:
     code = (
         "import sys; sys.modules['pytest'] = None; "  # `import pytest` now raises ImportError
