@@ -33,6 +33,16 @@ def _batch(vocab: int, n: int, p: int, c: int, seed: int = 0) -> RolloutBatch:
     )
 
 
+def _assert_same_grads(grads: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """The same parameters got gradients, equal to float rounding: fp32 sums in another order can move an element
+    near zero by ~1e-7 absolute, so the absolute tolerance follows each tensor's own scale (1e-5 of its largest
+    entry) rather than a fixed 1e-7."""
+    assert sorted(grads) == sorted(expected)
+    for name, grad in expected.items():
+        atol = max(1e-5 * grad.abs().max().item(), 1e-9)
+        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
+
+
 @pytest.mark.parametrize("chunk_tokens", [1, 7, 64, 10_000])  # one token, uneven, one row, more than all
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_chunked_log_probs_equal_the_full_logits_path(
@@ -54,12 +64,7 @@ def test_chunked_log_probs_equal_the_full_logits_path(
     assert logp.shape == entropy.shape == (3, 9)
     torch.testing.assert_close(logp, full_logp, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(entropy, full_entropy, rtol=1e-5, atol=1e-6)
-    assert sorted(grads) == sorted(full_grads)
-    for name, grad in full_grads.items():
-        # fp32 sums in another order: an element near zero can differ by ~1e-7 absolute, so the absolute
-        # tolerance follows the tensor's own scale (1e-5 of its largest entry) rather than a fixed 1e-7.
-        atol = max(1e-5 * grad.abs().max().item(), 1e-9)
-        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
+    _assert_same_grads(grads, full_grads)
 
 
 @pytest.mark.parametrize("chunk_tokens", [1, 7, 10_000])
@@ -79,10 +84,7 @@ def test_entropies_with_grad_equal_the_full_logits_path(tiny_model_dir: Path, ch
     full_entropy, full_grads = run(None)
     entropy, grads = run(chunk_tokens)
     torch.testing.assert_close(entropy, full_entropy, rtol=1e-5, atol=1e-6)
-    assert sorted(grads) == sorted(full_grads)
-    for name, grad in full_grads.items():
-        atol = max(1e-5 * grad.abs().max().item(), 1e-9)
-        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
+    _assert_same_grads(grads, full_grads)
     # the entropy's own gradient is in there: without it the head's gradient differs
     model.zero_grad(set_to_none=True)
     logp, _ = completion_log_probs(model, batch, 0.7, chunk_tokens=chunk_tokens)
@@ -155,10 +157,7 @@ def test_shared_prompt_forward_equals_the_full_forward(
     assert shapes[1:] == [(3, 5), (12, 8)]  # the prompts once, then the completions but their last token
     torch.testing.assert_close(logp, full_logp, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(entropy, full_entropy, rtol=1e-5, atol=1e-5)
-    assert sorted(grads) == sorted(full_grads)
-    for name, grad in full_grads.items():
-        atol = max(1e-5 * grad.abs().max().item(), 1e-9)
-        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=atol, msg=lambda m, name=name: f"{name}: {m}")
+    _assert_same_grads(grads, full_grads)
 
 
 def test_shared_prompt_forward_falls_back_where_it_does_not_apply(tiny_model_dir: Path) -> None:
