@@ -217,6 +217,12 @@ def ref_log_probs(run: Run, batch: RolloutBatch, timer: PhaseTimer) -> list[torc
             return _log_probs_per_micro_batch(run, run.ref_model, batch)
 
 
+def _shares_prompts(run: Run) -> bool:
+    """Whether the log-prob forwards run each group's prompt once (``shared_prefix_forward``): on one process only,
+    since a DDP or FSDP module would see two forwards before one backward."""
+    return run.config.shared_prefix_forward and not run.dist.is_distributed
+
+
 @torch.no_grad()
 def _log_probs_per_micro_batch(run: Run, model: torch.nn.Module, batch: RolloutBatch) -> list[torch.Tensor]:
     """Log-probs of each micro-batch under ``model`` without grad: the reference log-probs."""
@@ -228,7 +234,7 @@ def _log_probs_per_micro_batch(run: Run, model: torch.nn.Module, batch: RolloutB
                 batch.select(rows),
                 run.config.temperature,
                 chunk_tokens=run.config.logprobs_chunk_tokens,
-                share_prompts=run.config.shared_prefix_forward and not run.dist.is_distributed,
+                share_prompts=_shares_prompts(run),
                 top_k=run.config.top_k,
                 top_p=run.config.top_p,
             )
@@ -372,7 +378,7 @@ def update(
                             config.temperature,
                             with_entropy=iteration == 0 or select_by_entropy,
                             chunk_tokens=config.logprobs_chunk_tokens,
-                            share_prompts=config.shared_prefix_forward and not dist.is_distributed,
+                            share_prompts=_shares_prompts(run),
                             top_k=config.top_k,
                             top_p=config.top_p,
                             entropy_grad=entropy_bonus,

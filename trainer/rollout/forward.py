@@ -91,21 +91,9 @@ def completion_log_probs(
     hidden = shared_prompt_hidden(model, batch, position_ids) if share_prompts and head is not None else None
     if hidden is not None:  # (N, C, H)
         assert head is not None
-        if chunk_tokens is not None:
-            return chunked_token_log_probs(
-                hidden,
-                head.weight,
-                head.bias,
-                batch.completion_ids,
-                temperature,
-                chunk_tokens,
-                with_entropy=with_entropy,
-                top_k=top_k,
-                top_p=top_p,
-                entropy_grad=entropy_grad,
-            )
-        logits = head(hidden) / temperature  # (N, C, V)
-        return _log_probs_of_logits(logits, batch.completion_ids, top_k, top_p, with_entropy, entropy_grad)
+        return _hidden_log_probs(
+            hidden, head, batch.completion_ids, temperature, chunk_tokens, with_entropy, top_k, top_p, entropy_grad
+        )
     if chunk_tokens is None or head is None:
         logits = forward().logits[:, :-1, :] / temperature  # (N, C, V): position t predicts completion token t
         return _log_probs_of_logits(logits, batch.completion_ids, top_k, top_p, with_entropy, entropy_grad)
@@ -125,6 +113,59 @@ def _log_probs_of_logits(
     logp = token_log_probs(logits, tokens, support)  # (N, C)
     entropy = entropy_from_logits(logits if entropy_grad else logits.detach()) if with_entropy else None
     return logp, entropy
+
+
+def _hidden_log_probs(
+    hidden: torch.Tensor,
+    head: torch.nn.Linear,
+    tokens: torch.Tensor,
+    temperature: float,
+    chunk_tokens: int | None,
+    with_entropy: bool,
+    top_k: int,
+    top_p: float,
+    entropy_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(N, C)`` log-probs (and entropies) of ``tokens`` from ``(N, C, H)`` final hidden states through ``head``:
+    all logits at once, or ``chunk_tokens`` positions at a time (:func:`chunked_token_log_probs`)."""
+    if chunk_tokens is None:
+        logits = head(hidden) / temperature  # (N, C, V)
+        return _log_probs_of_logits(logits, tokens, top_k, top_p, with_entropy, entropy_grad)
+    return chunked_token_log_probs(
+        hidden,
+        head.weight,
+        head.bias,
+        tokens,
+        temperature,
+        chunk_tokens,
+        with_entropy=with_entropy,
+        top_k=top_k,
+        top_p=top_p,
+        entropy_grad=entropy_grad,
+    )
+
+
+def prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
+    """Left-padded prompts through ``model``'s decoder (no LM head) with a fresh KV cache, at the positions
+    ``generate`` gives them (``cumsum(mask) - 1``).
+
+    Args:
+        model: a model for which :func:`prompt_cache_applies`.
+        ids, mask: ``(n, P)`` prompt ids and attention mask.
+
+    Returns:
+        ``(n, P, H)`` final hidden states and the filled cache (with its graph when grad is enabled).
+    """
+    decoder: Any = model.get_decoder()  # type: ignore[operator]  # checked callable by prompt_cache_applies
+    cache = DynamicCache()
+    out = decoder(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+        use_cache=True,
+        **{cache_keyword(decoder): cache},
+    )
+    return out.last_hidden_state, cache
 
 
 def shared_prompt_hidden(
@@ -157,35 +198,25 @@ def shared_prompt_hidden(
     if inner is not model or not prompt_cache_applies(inner):
         return None
     key = torch.cat([batch.prompt_ids, batch.prompt_mask], dim=1)  # (N, 2P)
-    _, inverse = torch.unique_consecutive(key, dim=0, return_inverse=True)  # (N,) row -> its prompt
-    starts = torch.ones_like(inverse, dtype=torch.bool)  # (N,)
-    starts[1:] = inverse[1:] != inverse[:-1]
-    first = starts.nonzero().squeeze(1)  # (U,) the first row of each prompt
+    _, inverse, counts = torch.unique_consecutive(key, dim=0, return_inverse=True, return_counts=True)  # (N,), (U,)
+    first = counts.cumsum(0) - counts  # (U,) the first row of each prompt
     n, p = batch.prompt_ids.shape
     c = batch.completion_ids.shape[1]
     if len(first) == n or c == 0:
         return None
-    decoder: Any = inner.get_decoder()  # type: ignore[operator]  # checked callable by prompt_cache_applies
-    cache_kw = cache_keyword(decoder)
-    cache = DynamicCache()
-    prompt_out = decoder(
-        input_ids=batch.prompt_ids[first],
-        attention_mask=batch.prompt_mask[first],
-        position_ids=position_ids[first, :p],
-        use_cache=True,
-        **{cache_kw: cache},
-    )
-    last = prompt_out.last_hidden_state[:, -1:][inverse]  # (N, 1, H): predicts completion token 0
+    prompt_hidden, cache = prefill(inner, batch.prompt_ids[first], batch.prompt_mask[first])  # (U, P, H)
+    last = prompt_hidden[:, -1:][inverse]  # (N, 1, H): predicts completion token 0
     if c == 1:
         return last
     cache.batch_select_indices(inverse)  # (U, ...) -> (N, ...), with its graph
     attention_mask = torch.cat([batch.prompt_mask, batch.completion_mask], dim=1)[:, : p + c - 1]  # (N, P + C - 1)
+    decoder: Any = inner.get_decoder()  # type: ignore[operator]  # checked callable by prompt_cache_applies
     completion_out = decoder(
         input_ids=batch.completion_ids[:, :-1],
         attention_mask=attention_mask,
         position_ids=position_ids[:, p : p + c - 1],
         use_cache=True,
-        **{cache_kw: cache},
+        **{cache_keyword(decoder): cache},
     )
     return torch.cat([last, completion_out.last_hidden_state], dim=1)  # (N, C, H)
 
@@ -251,17 +282,8 @@ def _chunked_lm_head(
 
     def post_hook(module: torch.nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor:
         h = hidden.pop()[:, :-1]  # (N, C, H): position t predicts completion token t
-        logp, entropy = chunked_token_log_probs(
-            h,
-            head.weight,
-            head.bias,
-            tokens,
-            temperature,
-            chunk_tokens,
-            with_entropy=with_entropy,
-            top_k=top_k,
-            top_p=top_p,
-            entropy_grad=entropy_grad,
+        logp, entropy = _hidden_log_probs(
+            h, head, tokens, temperature, chunk_tokens, with_entropy, top_k, top_p, entropy_grad
         )
         if entropy_grad:
             assert entropy is not None

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import DynamicCache, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria
 
 from trainer.rollout.base import (
     Continuation,
@@ -25,7 +25,7 @@ from trainer.rollout.base import (
     decode_completions,
     eos_token_ids,
 )
-from trainer.rollout.forward import cache_keyword, prompt_cache_applies
+from trainer.rollout.forward import cache_keyword, prefill, prompt_cache_applies
 
 
 class TransformersBackend:
@@ -116,19 +116,9 @@ class TransformersBackend:
         ``generate`` then runs only the last prompt token, at the same position, and goes on as without it."""
         if not self.share_prompts or num_generations == 1 or ids.shape[1] < 2 or not prompt_cache_applies(self.model):
             return {}
-        keyword = cache_keyword(self.model)
-        cache = DynamicCache()
-        positions = (mask[:, :-1].cumsum(-1) - 1).clamp(min=0)  # (n, P - 1), as generate computes them
-        self.model(
-            input_ids=ids[:, :-1],
-            attention_mask=mask[:, :-1],
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-            **{keyword: cache},
-        )
+        _, cache = prefill(self.model, ids[:, :-1], mask[:, :-1])
         cache.batch_repeat_interleave(num_generations)
-        return {keyword: cache}
+        return {cache_keyword(self.model): cache}
 
     @torch.no_grad()
     def continue_rows(
