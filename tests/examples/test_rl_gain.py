@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.examples import load_example
+from tests.examples import EXAMPLES, load_example
+from tests.reward_server.serverproc import free_port
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rl_gain"
+EXAMPLE = EXAMPLES / "rl_gain"
 prepare = load_example("rl_gain", "prepare")
 summary = load_example("rl_gain", "summary")
 new_words = load_example("rl_gain", "new_words")
@@ -142,9 +142,7 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
     """The whole script, shortened (4 cold-start steps, 1 step an arm, 8 held-out problems): every arm runs from
     the start against a live reward server and ``summary.json`` has the fixed keys, each ``pass1`` a share of the
     8 problems."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     out = tmp_path / "run"
     env = {
         **os.environ,

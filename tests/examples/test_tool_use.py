@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.examples import load_example
+from tests.examples import EXAMPLES, load_example
 from tests.reward_server.serverproc import free_port
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tool_use"
+EXAMPLE = EXAMPLES / "tool_use"
 prepare = load_example("tool_use", "prepare")
 summary = load_example("tool_use", "summary")
 
