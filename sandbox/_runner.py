@@ -646,18 +646,26 @@ def _stopped(pid):
 
 
 def _death_signal(pid, timeout_s=1.0):
-    """The signal that ended this runner's child ``pid`` (reaping it), or ``None``: it exited, or is not reapable
-    within ``timeout_s`` (another reaper took it)."""
+    """The signal that ended this runner's child ``pid``, or ``None`` (it exited, or another reaper took it).
+    Either way ``pid`` is gone on return, reaped, and its children are this runner's.
+
+    A child still there after ``timeout_s`` is killed first, then reaped: the launcher closes its socket on
+    its way out (a job's SIGINT), and a job that then stops it (SIGSTOP) would leave it, and its own
+    exit, hanging for good. The kill is this runner's doing, so ``None`` (not ``SIGKILL``) is returned.
+    """
     deadline = time.monotonic() + timeout_s
+    killed = False
     while True:
         try:
             got, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             return None
         if got == pid:
-            return os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        if time.monotonic() > deadline:
-            return None
+            return None if killed or not os.WIFSIGNALED(status) else os.WTERMSIG(status)
+        if not killed and time.monotonic() > deadline:
+            # Not reaped, so the pid is still this child's: the kill cannot reach another process.
+            os.kill(pid, signal.SIGKILL)
+            killed = True
         time.sleep(0.001)
 
 

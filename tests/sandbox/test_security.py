@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import resource
 import secrets
+import signal
 import socket
 import threading
 import time
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import Limits, Sandbox, Status, run_program
+from sandbox import Limits, Sandbox, Status, _runner, run_program
 from sandbox.local import _Cgroup
 from tests.sandbox.conftest import started
 from tests.sandbox.test_conformance import FORK_COUNTER
@@ -347,6 +349,45 @@ async def test_stopping_the_parent_is_the_programs_fault(sandbox: Sandbox, then:
     # and more). time_s + 1 s is what an idle machine gives; a loaded one stretches it, up to the ceiling.
     assert elapsed < limits.wall_ceiling_s + 1.0, elapsed
     await assert_still_serving(sandbox)
+
+
+@pytest.mark.parametrize("pause_s", [0.0, 0.001, 0.002])
+async def test_stopping_the_parent_on_its_way_out_is_the_programs_fault(sandbox: Sandbox, pause_s: float) -> None:
+    # SIGINT makes the launcher (Python) exit, closing its socket first; a SIGSTOP a moment later froze it
+    # half-gone. The runner then waited for good on a job that only a dead launcher hands over, and the host
+    # gave up after 31 s: a sandbox_error (a null) where the program earns its 0. 1 ms hit it 4 times of 4.
+    code = f"""
+import os, signal, time
+os.kill(os.getppid(), signal.SIGINT)
+until = time.monotonic() + {pause_s}
+while time.monotonic() < until:
+    pass
+os.kill(os.getppid(), signal.SIGSTOP)
+print(4)
+"""
+    started = time.monotonic()
+    result = await run_program(sandbox, "python", code)
+    assert result.status is Status.RUNTIME_ERROR, (result.status, result.detail)
+    assert result.run is not None and result.run.stdout == b"4\n"
+    assert result.detail == "killed or stopped the sandbox's process launcher (its parent)"
+    assert time.monotonic() - started < 15.0  # about 1 s here; the host's own limit is 31 s
+    await assert_still_serving(sandbox)
+
+
+def test_a_launcher_that_does_not_die_is_killed_and_reaped() -> None:
+    # The runner's half of the fault above, without a sandbox: _death_signal must leave no child behind.
+    pid = os.fork()
+    if pid == 0:  # a launcher stopped on its way out
+        os.kill(os.getpid(), signal.SIGSTOP)
+        os._exit(0)
+    assert _runner._death_signal(pid, timeout_s=0.05) is None  # this runner's own kill: not from outside
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped: its children are the runner's now
+    pid = os.fork()
+    if pid == 0:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os._exit(0)
+    assert _runner._death_signal(pid) == signal.SIGTERM
 
 
 async def test_runner_cannot_be_traced(sandbox: Sandbox) -> None:
