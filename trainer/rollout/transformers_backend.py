@@ -26,6 +26,7 @@ from trainer.rollout.base import (
     eos_token_ids,
 )
 from trainer.rollout.forward import cache_keyword, prefill, prompt_cache_applies
+from trainer.rollout.kv_cache import decode_cache
 
 
 class TransformersBackend:
@@ -86,7 +87,7 @@ class TransformersBackend:
         self.model.eval()
         try:
             with self.autocast():
-                prefilled = self._shared_prefill(prompt_ids, prompt_mask, num_generations)
+                prefilled = self._generate_cache(prompt_ids, prompt_mask, num_generations)
                 out = self.model.generate(  # type: ignore[operator]
                     input_ids=ids,
                     attention_mask=mask,
@@ -110,15 +111,22 @@ class TransformersBackend:
             completion_texts=texts,
         )
 
-    def _shared_prefill(self, ids: torch.Tensor, mask: torch.Tensor, num_generations: int) -> dict[str, Any]:
-        """``generate``'s cache keyword and a KV cache of all but the last token of each of the ``(n, P)`` prompts,
-        computed once per prompt and repeated ``num_generations`` times; ``{}`` where sharing does not apply.
-        ``generate`` then runs only the last prompt token, at the same position, and goes on as without it."""
+    def _generate_cache(self, ids: torch.Tensor, mask: torch.Tensor, num_generations: int) -> dict[str, Any]:
+        """``generate``'s cache keyword and the KV cache to start it with: for the ``(n, P)`` prompts, all but the
+        last token of each, computed once per prompt and repeated ``num_generations`` times (``generate`` then runs
+        only the last prompt token, at the same position, and goes on as without it); or an empty cache where
+        sharing does not apply. Either appends in place (:mod:`trainer.rollout.kv_cache`). ``{}`` (``generate``'s
+        own cache) for models with sliding-window or non-attention layers."""
         if not self.share_prompts or num_generations == 1 or ids.shape[1] < 2 or not prompt_cache_applies(self.model):
-            return {}
+            return self._decode_cache()
         _, cache = prefill(self.model, ids[:, :-1], mask[:, :-1])
         cache.batch_repeat_interleave(num_generations)
-        return {cache_keyword(self.model): cache}
+        return {cache_keyword(self.model): decode_cache(cache)}
+
+    def _decode_cache(self) -> dict[str, Any]:
+        """``generate``'s cache keyword and an empty cache that appends in place, for models whose layers all
+        attend to the whole sequence; ``{}`` (``generate``'s own cache) otherwise."""
+        return {cache_keyword(self.model): decode_cache()} if prompt_cache_applies(self.model) else {}
 
     @torch.no_grad()
     def continue_rows(
@@ -151,6 +159,7 @@ class TransformersBackend:
                     generation_config=config,
                     stopping_criteria=[turn_stop],
                     synced_gpus=self.synced_gpus,
+                    **self._decode_cache(),
                 )  # (n, W + T)
         finally:
             self.model.train(was_training)
