@@ -19,22 +19,21 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache
-
-try:  # transformers >= 4.56 builds caches from layers
-    from transformers.cache_utils import DynamicLayer
-except ImportError:  # pragma: no cover - older transformers: the cache stays as it is
-    DynamicLayer = None
+from transformers.cache_utils import DynamicLayer  # caches are built from layers since transformers 4.54
 
 _MIN_CAPACITY = 64  # tokens: the first buffer of a layer holds at least this many
 
 
-class AppendingLayer(DynamicLayer or object):  # type: ignore[misc]
+class AppendingLayer(DynamicLayer):
     """A ``DynamicLayer`` whose ``update`` appends in place (see the module docstring).
 
     ``keys`` and ``values`` stay ``(B, H, L, D)`` tensors, views of the first ``L`` positions of buffers with
     room for more; a ``keys`` tensor that is not such a view (after ``batch_repeat_interleave``, say) is copied
     into a new buffer at the next update.
     """
+
+    keys: torch.Tensor
+    values: torch.Tensor
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -72,8 +71,6 @@ def decode_cache(cache: DynamicCache | None = None) -> DynamicCache:
     will add, appending in place (:class:`AppendingLayer`). Other layer kinds (sliding windows) are left alone.
     For decoding under ``torch.no_grad`` only."""
     cache = DynamicCache() if cache is None else cache
-    if DynamicLayer is None:
-        return cache
     if getattr(cache, "layer_class_to_replicate", None) is DynamicLayer:
         cache.layer_class_to_replicate = AppendingLayer
     for layer in getattr(cache, "layers", ()):
