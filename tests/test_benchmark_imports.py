@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("module", ["trainer_step", "trl_step", "trl_pair", "distributed_step"])
+@pytest.mark.parametrize("module", ["trainer_step", "trl_step", "trl_pair", "distributed_step", "decode_cache"])
 def test_the_benchmark_imports_without_pytest(module: str) -> None:
     code = (
         "import sys; sys.modules['pytest'] = None; "  # `import pytest` now raises ImportError
@@ -22,3 +22,17 @@ def test_the_benchmark_imports_without_pytest(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"  # nothing of the test suite was imported
+
+
+def test_decode_cache_benchmark_runs_and_both_caches_sample_the_same_tokens() -> None:
+    # The script exits non-zero if the appending cache and transformers' own sampled different tokens.
+    args = ["--prompts", "2", "--generations", "2", "--completion-length", "70", "--rounds", "1", "--layers", "1"]
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "decode_cache.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "4 rows x 70 tokens" in out.stdout and "ratio x" in out.stdout
