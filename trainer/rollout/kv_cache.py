@@ -6,6 +6,8 @@ copy is most of a decode step: with the TRL-pair benchmark's model (``benchmarks
 128 rows x 48 tokens, one CPU thread) ``aten::cat`` took 39% of generation's time in ``torch.profiler``. Here a
 full-attention layer writes into a buffer that doubles when full and hands attention a view of its filled part:
 the same keys and values, the same attention, and ``O(P + C)`` copying per layer (amortised).
+Memory: a buffer holds at most twice its filled length, the peak ``torch.cat`` reaches anyway (the old and the new
+cache side by side at each token), but held to the end of the call instead of for a moment.
 
 The cache is an ordinary ``DynamicCache`` (``generate``, ``crop``, ``batch_repeat_interleave`` and the rest work
 as before): :func:`decode_cache` only changes the class of its plain ``DynamicLayer`` layers, present and future.
