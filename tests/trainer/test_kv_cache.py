@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import DynamicCache
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from trainer.rollout.base import SamplingParams
 from trainer.rollout.kv_cache import AppendingLayer, decode_cache
+from trainer.rollout.transformers_backend import TransformersBackend
 
 
 def _kv(b: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,17 +64,12 @@ def test_a_prefilled_cache_becomes_an_appending_one() -> None:
 def test_generation_samples_what_generates_own_cache_samples(
     tiny_model_dir: Path, share: bool, temperature: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from trainer.rollout.base import SamplingParams
-    from trainer.rollout.transformers_backend import TransformersBackend
-
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     backend = TransformersBackend(model, tokenizer, apply_chat_template=False, share_prompts=share)
     prompts = ["What is 1 plus 2?", "What is 12 plus 3 plus 4?"]  # different lengths: one is left-padded
     sampling = SamplingParams(max_new_tokens=70, temperature=temperature)  # past the first buffer's 64 positions
-    appends = []
+    appends: list[int] = []
     update = AppendingLayer.update
     monkeypatch.setattr(AppendingLayer, "update", lambda self, *a, **k: appends.append(1) or update(self, *a, **k))
     torch.manual_seed(5)
