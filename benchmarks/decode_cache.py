@@ -15,17 +15,19 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from transformers import GenerationConfig
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trainer_step import _prompts, build_model
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from trainer.rollout.forward import cache_keyword
 from trainer.rollout.kv_cache import decode_cache
-from trainer.tiny import build_tiny_model, build_tokenizer
 
 
 def main() -> None:
@@ -35,18 +37,22 @@ def main() -> None:
     parser.add_argument("--completion-length", type=int, default=48)
     parser.add_argument("--hidden-size", type=int, default=192)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kv-heads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    args.intermediate_size, args.vocab_size = None, None  # build_model's defaults, as trainer_step.py's
     torch.set_num_threads(args.threads)
-    texts = [f"Compute {17 * i % 89 + 10} + {31 * i % 73 + 10}. Put the result in \\boxed{{}}.\n" for i in range(64)]
-    tokenizer = build_tokenizer(texts, vocab_size=384)
-    torch.manual_seed(0)
-    model = build_tiny_model(
-        tokenizer, hidden_size=args.hidden_size, num_layers=args.layers, num_heads=4, num_kv_heads=2
-    )
+    rows = _prompts(args.prompts)
+    with tempfile.TemporaryDirectory(prefix="rlvr-decode-") as tmp:
+        build_model(args, rows, Path(tmp))  # the random tiny Qwen2 of trainer_step.py and trl_step.py
+        model = AutoModelForCausalLM.from_pretrained(tmp)
+        tokenizer = AutoTokenizer.from_pretrained(tmp)
     model.eval()
-    enc = tokenizer(texts[: args.prompts], return_tensors="pt", padding=True)
+    tokenizer.padding_side = "left"
+    texts = [r["prompt"] for r in rows]
+    enc = tokenizer(texts, return_tensors="pt", padding=True)
     ids = enc["input_ids"].repeat_interleave(args.generations, 0)  # (N, P)
     mask = enc["attention_mask"].repeat_interleave(args.generations, 0)  # (N, P)
     n = args.completion_length
