@@ -1,12 +1,14 @@
-"""Generation with the appending decode cache (``trainer/rollout/kv_cache.py``) against transformers' own
-``DynamicCache``: the same model, prompts and seed, alternating rounds; prints each side's seconds per ``generate``
-call and the ratio (above 1: the appending cache is faster), with the load average.
+"""Generation three ways on the same model, prompts and seed, in alternating rounds: ``model.generate`` with
+transformers' own ``DynamicCache`` (the baseline), ``model.generate`` with the appending decode cache
+(``trainer/rollout/kv_cache.py``), and the trainer's decode loop with that cache (``trainer/rollout/decode.py``,
+what ``TransformersBackend.generate`` runs). Prints each side's median seconds per call and its ratio to the
+baseline (above 1: faster), with the load average.
 
     python benchmarks/decode_cache.py                     # the TRL pair's model: 2.3M Qwen2, 128 rows x 48 tokens
     python benchmarks/decode_cache.py --completion-length 256 --rounds 3
 
-Both sides sample the same tokens (checked each round); ``min_new_tokens`` keeps every row to the full length so
-that both decode the same number of steps.
+All three sample the same tokens (checked each round). The end-of-sequence id is one past the vocabulary, which no
+row can draw, so that every row runs the full length and all sides decode the same number of steps.
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trainer_step import _prompts, build_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from trainer.rollout.base import SamplingParams
+from trainer.rollout.decode import sample
 from trainer.rollout.forward import cache_keyword
 from trainer.rollout.kv_cache import decode_cache
+
+SIDES = ("generate, DynamicCache", "generate, appending cache", "decode loop, appending cache")
 
 
 def main() -> None:
@@ -56,41 +62,50 @@ def main() -> None:
     ids = enc["input_ids"].repeat_interleave(args.generations, 0)  # (N, P)
     mask = enc["attention_mask"].repeat_interleave(args.generations, 0)  # (N, P)
     n = args.completion_length
+    never = model.config.vocab_size  # an end-of-sequence id no row can draw: every row runs n tokens
     config = GenerationConfig(
         max_new_tokens=n,
-        min_new_tokens=n,
         do_sample=True,
         temperature=1.0,
         top_p=1.0,
         top_k=0,
         pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        eos_token_id=never,
     )
 
-    def generate(appending: bool) -> tuple[float, torch.Tensor]:
-        cache = {cache_keyword(model): decode_cache()} if appending else {}
+    def run(side: str) -> tuple[float, torch.Tensor]:
         torch.manual_seed(1)
         start = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **cache)
+            if side == SIDES[2]:
+                sampling = SamplingParams(max_new_tokens=n)
+                out = sample(model, ids, mask, decode_cache(), sampling, [never], tokenizer.pad_token_id)
+            else:
+                cache = {cache_keyword(model): decode_cache()} if side == SIDES[1] else {}
+                generated = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **cache)
+                out = generated[:, ids.shape[1] :]
         return time.perf_counter() - start, out
 
     load = os.getloadavg()[0]
-    generate(True), generate(False)  # warm-up
-    times: dict[bool, list[float]] = {True: [], False: []}
+    for side in SIDES:
+        run(side)  # warm-up
+    times: dict[str, list[float]] = {side: [] for side in SIDES}
     for _ in range(args.rounds):
-        seconds, reference = generate(False)
-        times[False].append(seconds)
-        seconds, out = generate(True)
-        times[True].append(seconds)
-        if not torch.equal(out, reference):
-            raise SystemExit("decode_cache: the two caches sampled different tokens")
-    ours, theirs = statistics.median(times[True]), statistics.median(times[False])
+        reference = None
+        for side in SIDES:
+            seconds, out = run(side)
+            times[side].append(seconds)
+            if reference is not None and not torch.equal(out, reference):
+                raise SystemExit(f"decode_cache: {side} sampled other tokens than {SIDES[0]}")
+            reference = out
     print(
         f"{len(ids)} rows x {n} tokens, {args.rounds} rounds, torch {torch.__version__}, load {load:.2f} -> "
         f"{os.getloadavg()[0]:.2f}"
     )
-    print(f"DynamicCache (torch.cat) {theirs:.3f} s   appending {ours:.3f} s   ratio x{theirs / ours:.2f}")
+    base = statistics.median(times[SIDES[0]])
+    for side in SIDES:
+        median = statistics.median(times[side])
+        print(f"{side:<30} {median:.3f} s   x{base / median:.2f}")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@
 #   3. TRL's GRPOTrainer on the same model, batch and lengths (benchmarks/trl_step.py) when trl is installed;
 #   4. completion tokens/s side by side, with the ratio to TRL.
 # Rewards come from an in-process stand-in rule in both trainers (no reward server needed): this measures the
-# trainers, not the verifiers. On a machine without CUDA it stops at once with a clear message.
+# trainers, not the verifiers. On a machine without CUDA it stops at once with a clear message. A stage that fails
+# does not stop the later ones (a GPU lease is short): the script names the failed stages at the end and exits 1.
 #
 #   benchmarks/gpu_check.sh            # PYTHON=... picks the interpreter (default python3)
+#   GPU_CHECK_OUT=DIR benchmarks/gpu_check.sh   # keep each stage's JSON in DIR (default: a temporary folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -29,30 +31,47 @@ if ! missing="$("$PY" -c 'import trainer.train, trainer.stand_in' 2>&1)"; then
 fi
 "$PY" -c 'import torch; print("gpu_check:", torch.cuda.get_device_name(0), "| torch", torch.__version__)'
 "$PY" -c 'import transformers; print("gpu_check: transformers", transformers.__version__)'
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+if [ -n "${GPU_CHECK_OUT:-}" ]; then
+    out="$GPU_CHECK_OUT"
+    mkdir -p "$out"
+else
+    out="$(mktemp -d)"
+    trap 'rm -rf "$out"' EXIT
+fi
+failed=()
+stage() {  # stage NAME COMMAND...: run one stage; a failure is recorded, not fatal
+    local name="$1"
+    shift
+    local start=$SECONDS
+    if "$@"; then
+        echo "gpu_check: $name passed in $((SECONDS - start)) s"
+    else
+        echo "gpu_check: $name FAILED (exit $?) after $((SECONDS - start)) s"
+        failed+=("$name")
+    fi
+}
 
 echo "== 1. gpu-marked tests"
-timeout 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/trainer/test_gpu.py
+stage "gpu tests" timeout 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/trainer/test_gpu.py
 
 # Qwen2-0.5B's shape: 896 hidden, 24 layers, 14 heads (2 KV), 4864 MLP, 151,936 tokens (random weights).
 shape=(--device cuda --hidden-size 896 --layers 24 --heads 14 --kv-heads 2 --intermediate-size 4864
        --vocab-size 151936 --prompts 16 --generations 8 --completion-length 256 --steps 3)
 
 echo "== 2. trainer_step.py, transformers backend"
-timeout 240 "$PY" benchmarks/trainer_step.py "${shape[@]}" --modes overlap --rounds 1 --rewards stand-in \
-    --json "$out/transformers.json"
+stage "trainer_step transformers" timeout 240 "$PY" benchmarks/trainer_step.py "${shape[@]}" --modes overlap \
+    --rounds 1 --rewards stand-in --json "$out/transformers.json"
 echo "== 2. trainer_step.py, vllm backend"
 if "$PY" -c 'import vllm' 2>/dev/null; then
-    timeout 240 "$PY" benchmarks/trainer_step.py "${shape[@]}" --modes overlap --rounds 1 --rewards stand-in \
-        --backend vllm --json "$out/vllm.json"
+    stage "trainer_step vllm" timeout 240 "$PY" benchmarks/trainer_step.py "${shape[@]}" --modes overlap \
+        --rounds 1 --rewards stand-in --backend vllm --json "$out/vllm.json"
 else
     echo "vllm: not installed (import vllm failed): no vLLM figure"
 fi
 
 echo "== 3. TRL GRPOTrainer, same model, batch and lengths"
 if "$PY" -c 'import trl' 2>/dev/null; then
-    timeout 240 "$PY" benchmarks/trl_step.py "${shape[@]}" --json "$out/trl.json"
+    stage "trl_step" timeout 240 "$PY" benchmarks/trl_step.py "${shape[@]}" --json "$out/trl.json"
 else
     echo "trl: not installed (import trl failed): no TRL figure"
 fi
@@ -73,3 +92,7 @@ for name, value in rows.items():
     ratio = f"x{value / trl:.2f} of TRL" if trl else "no TRL figure to compare"
     print(f"{name:<22} {value:9.0f} tokens/s   {ratio}")
 PYEOF
+if [ "${#failed[@]}" -gt 0 ]; then
+    printf 'gpu_check: failed stages: %s\n' "$(IFS=,; echo "${failed[*]}")"
+    exit 1
+fi

@@ -24,8 +24,9 @@ def test_the_benchmark_imports_without_pytest(module: str) -> None:
     assert out.stdout.strip() == "[]"  # nothing of the test suite was imported
 
 
-def test_decode_cache_benchmark_runs_and_both_caches_sample_the_same_tokens() -> None:
-    # The script exits non-zero if the appending cache and transformers' own sampled different tokens.
+def test_decode_cache_benchmark_runs_and_all_sides_sample_the_same_tokens() -> None:
+    # The script exits non-zero if the appending cache or the decode loop sampled other tokens than generate with
+    # transformers' own cache.
     args = ["--prompts", "2", "--generations", "2", "--completion-length", "70", "--rounds", "1", "--layers", "1"]
     out = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "decode_cache.py"), *args],
@@ -35,4 +36,11 @@ def test_decode_cache_benchmark_runs_and_both_caches_sample_the_same_tokens() ->
         cwd=REPO,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "4 rows x 70 tokens" in out.stdout and "ratio x" in out.stdout
+    assert "4 rows x 70 tokens" in out.stdout
+    lines = [line for line in out.stdout.splitlines() if " s   x" in line]
+    assert [line.split("  ")[0] for line in lines] == [
+        "generate, DynamicCache",
+        "generate, appending cache",
+        "decode loop, appending cache",
+    ]
+    assert lines[0].endswith("x1.00")

@@ -99,6 +99,30 @@ def test_the_sampler_and_the_bf16_update_see_the_same_distribution(tiny_model_di
     assert float(diff.mean()) < 0.02, float(diff.mean())
 
 
+def test_the_decode_loop_draws_what_generate_draws_on_cuda(tiny_model_dir: Path) -> None:
+    """On CUDA the loop reads "all rows ended?" only every few tokens; the steps it runs past the last EOS are cut
+    off again. Half the vocabulary ends a row, so rows end early and at different steps."""
+    model = _cuda_model(tiny_model_dir).eval()
+    backend = TransformersBackend(model, AutoTokenizer.from_pretrained(tiny_model_dir), autocast=_bf16)
+    backend.eos_token_ids = tuple(range(0, model.config.vocab_size, 2))
+    prompts = ["What is 1 plus 2?", "What is 12 plus 3 plus 4?"]
+    sampling = SamplingParams(max_new_tokens=40)
+    torch.manual_seed(0)
+    ours = backend.generate(prompts, 8, sampling)
+    ids, mask = (t.repeat_interleave(8, 0).cuda() for t in backend.encode(prompts))
+    torch.manual_seed(0)
+    with torch.no_grad(), _bf16():
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=backend._generation_config(sampling))
+    theirs = out[:, ids.shape[1] :]
+    their_mask, _ = completion_mask_from_ids(theirs, backend.eos_token_ids)
+    width = int(their_mask.sum(-1).max())  # where the last row ended
+    assert 1 < width < 40
+    assert ours.completion_ids.shape[1] == width
+    assert torch.equal(ours.completion_mask, their_mask[:, :width])
+    kept = ours.completion_mask.bool()
+    assert torch.equal(ours.completion_ids[kept], theirs[:, :width][kept])
+
+
 def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir: Path) -> None:
     model = _cuda_model(tiny_model_dir)
     batch = _sample(model, tiny_model_dir)

@@ -1,7 +1,7 @@
 """Rollouts: the backend seam the loop samples through, and the batch types every backend returns.
 
 :class:`GenerationBackend` is what the loop calls; :class:`trainer.rollout.transformers_backend.TransformersBackend`
-implements it with ``model.generate`` (sampling, left padding, KV cache, stop at EOS);
+implements it with the policy in transformers (sampling, left padding, KV cache, stop at EOS);
 :class:`trainer.rollout.vllm.VLLMBackend` implements the same ``generate`` with a vLLM engine and returns the same
 :class:`RolloutBatch`. :class:`PromptEncoder` renders and tokenises prompts as both do.
 

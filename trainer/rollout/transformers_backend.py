@@ -1,7 +1,10 @@
-"""Generation with ``transformers``' ``model.generate``: the default :class:`trainer.rollout.base.GenerationBackend`.
+"""Generation with the policy in ``transformers``: the default :class:`trainer.rollout.base.GenerationBackend`.
 
-It samples with the policy itself, so its completions need no sampler correction
-(:mod:`trainer.rollout.correction`) and its weights no sync.
+``generate`` samples with the decode loop of :mod:`trainer.rollout.decode` (the same tokens as ``model.generate``
+for the same RNG state, with less per-token overhead) where the model's layers all attend to the whole sequence,
+and with ``model.generate`` otherwise (sliding-window or non-attention layers, FSDP's ``synced_gpus``);
+``continue_rows`` (tool turns) uses ``model.generate`` with its stopping criteria. Either samples with the policy
+itself, so its completions need no sampler correction (:mod:`trainer.rollout.correction`) and its weights no sync.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria
+from transformers import DynamicCache, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria
 
 from trainer.rollout.base import (
     Continuation,
@@ -25,12 +28,13 @@ from trainer.rollout.base import (
     decode_completions,
     eos_token_ids,
 )
+from trainer.rollout.decode import sample
 from trainer.rollout.forward import cache_keyword, prefill, prompt_cache_applies
 from trainer.rollout.kv_cache import decode_cache
 
 
 class TransformersBackend:
-    """Generation with ``transformers``' ``model.generate``: left padding, KV cache, stops at EOS.
+    """Generation with the policy: left padding, KV cache, stops at EOS (see the module docstring).
 
     Args:
         model: the policy; generation runs in eval mode under ``torch.no_grad`` and restores the mode after.
@@ -87,17 +91,22 @@ class TransformersBackend:
         self.model.eval()
         try:
             with self.autocast():
-                prefilled = self._generate_cache(prompt_ids, prompt_mask, num_generations)
-                out = self.model.generate(  # type: ignore[operator]
-                    input_ids=ids,
-                    attention_mask=mask,
-                    generation_config=self._generation_config(sampling),
-                    synced_gpus=self.synced_gpus,
-                    **prefilled,
-                )  # (N, P + C)
+                if not self.synced_gpus and prompt_cache_applies(self.model):
+                    cache = self._prompt_cache(prompt_ids, prompt_mask, num_generations)
+                    completion_ids = sample(
+                        self.model, ids, mask, cache, sampling, self.eos_token_ids, self.pad_token_id
+                    )  # (N, C)
+                else:
+                    out = self.model.generate(  # type: ignore[operator]
+                        input_ids=ids,
+                        attention_mask=mask,
+                        generation_config=self._generation_config(sampling),
+                        synced_gpus=self.synced_gpus,
+                        **self._decode_cache(),
+                    )  # (N, P + C)
+                    completion_ids = out[:, ids.shape[1] :]  # (N, C)
         finally:
             self.model.train(was_training)
-        completion_ids = out[:, ids.shape[1] :]  # (N, C)
         completion_mask, is_truncated = completion_mask_from_ids(completion_ids, self.eos_token_ids)
         completion_ids = completion_ids.masked_fill(completion_mask == 0, self.pad_token_id)
         texts = decode_completions(self.tokenizer, completion_ids, completion_mask)
@@ -111,17 +120,16 @@ class TransformersBackend:
             completion_texts=texts,
         )
 
-    def _generate_cache(self, ids: torch.Tensor, mask: torch.Tensor, num_generations: int) -> dict[str, Any]:
-        """``generate``'s cache keyword and the KV cache to start it with: for the ``(n, P)`` prompts, all but the
-        last token of each, computed once per prompt and repeated ``num_generations`` times (``generate`` then runs
-        only the last prompt token, at the same position, and goes on as without it); or an empty cache where
-        sharing does not apply. Either appends in place (:mod:`trainer.rollout.kv_cache`). ``{}`` (``generate``'s
-        own cache) for models with sliding-window or non-attention layers."""
-        if not self.share_prompts or num_generations == 1 or ids.shape[1] < 2 or not prompt_cache_applies(self.model):
-            return self._decode_cache()
+    def _prompt_cache(self, ids: torch.Tensor, mask: torch.Tensor, num_generations: int) -> DynamicCache:
+        """The KV cache :func:`trainer.rollout.decode.sample` starts from, appending in place
+        (:mod:`trainer.rollout.kv_cache`): for the ``(n, P)`` prompts, all but the last token of each, computed once
+        per prompt and repeated ``num_generations`` times (the loop then feeds only the last prompt token, at the
+        same position, and goes on as without it); an empty cache where sharing does not apply."""
+        if not self.share_prompts or num_generations == 1 or ids.shape[1] < 2:
+            return decode_cache()
         _, cache = prefill(self.model, ids[:, :-1], mask[:, :-1])
         cache.batch_repeat_interleave(num_generations)
-        return {cache_keyword(self.model): decode_cache(cache)}
+        return decode_cache(cache)
 
     def _decode_cache(self) -> dict[str, Any]:
         """``generate``'s cache keyword and an empty cache that appends in place, for models whose layers all
