@@ -4,7 +4,8 @@
 #   2. benchmarks/trainer_step.py --device cuda on a Qwen2-0.5B-shaped random model (151,936-token vocabulary),
 #      once per generation backend: transformers, and vLLM when it is installed;
 #   3. TRL's GRPOTrainer on the same model, batch and lengths (benchmarks/trl_step.py) when trl is installed;
-#   4. completion tokens/s side by side, with the ratio to TRL.
+#   4. completion tokens/s side by side, with the ratio to TRL;
+#   5. generation alone (benchmarks/decode_cache.py, bf16): model.generate against the trainer's decode loop.
 # Rewards come from an in-process stand-in rule in both trainers (no reward server needed): this measures the
 # trainers, not the verifiers. On a machine without CUDA it stops at once with a clear message. A stage that fails
 # does not stop the later ones (a GPU lease is short): the script names the failed stages at the end and exits 1.
@@ -92,6 +93,12 @@ for name, value in rows.items():
     ratio = f"x{value / trl:.2f} of TRL" if trl else "no TRL figure to compare"
     print(f"{name:<22} {value:9.0f} tokens/s   {ratio}")
 PYEOF
+
+echo "== 5. generation alone: model.generate and the trainer's decode loop, same shape, bf16 autocast"
+stage "decode_cache" timeout 240 "$PY" benchmarks/decode_cache.py --device cuda --bf16 --hidden-size 896 --layers 24 \
+    --heads 14 --kv-heads 2 --intermediate-size 4864 --vocab-size 151936 --prompts 16 --generations 8 \
+    --completion-length 256 --rounds 2
+
 if [ "${#failed[@]}" -gt 0 ]; then
     printf 'gpu_check: failed stages: %s\n' "$(IFS=,; echo "${failed[*]}")"
     exit 1
