@@ -106,9 +106,6 @@ def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, help="a HF model directory instead of a random tiny Qwen2")
     parser.add_argument("--data", type=Path, help="prompt JSONL for --model (default: generated sums)")
     parser.add_argument("--gradient-checkpointing", action="store_true", help="recompute activations (CUDA)")
-    parser.add_argument(
-        "--no-keep-freed-memory", action="store_true", help="cpu_keep_freed_memory: false (glibc's own thresholds)"
-    )
     parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
 
 
@@ -137,7 +134,6 @@ def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: 
             "device": args.device,
             "torch_num_threads": args.threads,
             "gradient_checkpointing": args.gradient_checkpointing,
-            "cpu_keep_freed_memory": not args.no_keep_freed_memory,
             "seed": 0,
         }
     )

@@ -11,12 +11,6 @@ average at the start and the end.
 
     python benchmarks/trl_pair.py                       # random 2.3M Qwen2, 16 prompts x 8 x 48 tokens, beta 0
     python benchmarks/trl_pair.py --model DIR --data prompts.jsonl --prompts 32 --beta 0.2 --num-iterations 2
-    python benchmarks/trl_pair.py --malloc both-kept     # TRL's process gets the trainer's malloc setting too
-
-``--malloc``: on a CPU the trainer has glibc's ``malloc`` keep freed memory (``cpu_keep_freed_memory``,
-``trainer/allocator.py``), which TRL does not. ``as-shipped`` (the default) runs each trainer as it comes;
-``both-kept`` gives TRL's process the same thresholds through ``GLIBC_TUNABLES``; ``both-default`` turns the
-trainer's setting off. The last two compare the trainers with the allocator out of the difference.
 """
 
 from __future__ import annotations
@@ -31,29 +25,16 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from trainer.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD  # noqa: E402
-
-# The trainer's mallopt settings (trainer/allocator.py), as glibc reads them from the environment at start.
-KEEP_FREED = f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD}:glibc.malloc.trim_threshold={TRIM_THRESHOLD}"
 
 
-def _run(script: str, args: list[str], out: Path, malloc: str = "as-shipped") -> dict[str, float]:
-    """One run of ``script`` with ``args`` under ``malloc`` (see the module docstring); its ``--json`` summary
-    (``step_s``, ``tokens_per_s``)."""
-    ours = script == "trainer_step.py"
-    extra = ["--rewards", "stand-in", "--modes", "overlap", "--rounds", "1"] if ours else []
-    if ours and malloc == "both-default":
-        extra.append("--no-keep-freed-memory")
-    env = dict(os.environ)
-    if not ours and malloc == "both-kept":
-        env["GLIBC_TUNABLES"] = KEEP_FREED
+def _run(script: str, args: list[str], out: Path) -> dict[str, float]:
+    """One run of ``script`` with ``args``; its ``--json`` summary (``step_s``, ``tokens_per_s``)."""
+    extra = ["--rewards", "stand-in", "--modes", "overlap", "--rounds", "1"] if script == "trainer_step.py" else []
     subprocess.run(
         [sys.executable, str(HERE / script), *extra, *args, "--json", str(out)],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=env,
     )
     summary = json.loads(out.read_text())
     return summary["modes"]["overlap"] if "modes" in summary else summary
@@ -63,7 +44,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side, alternating")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
-    parser.add_argument("--malloc", default="as-shipped", choices=["as-shipped", "both-kept", "both-default"])
     args, shape = parser.parse_known_args()
     try:
         import trl
@@ -75,8 +55,8 @@ def main() -> None:
     theirs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="rlvr-pair-") as tmp:
         for k in range(args.rounds):
-            ours.append(_run("trainer_step.py", shape, Path(tmp) / f"ours-{k}.json", args.malloc))
-            theirs.append(_run("trl_step.py", shape, Path(tmp) / f"trl-{k}.json", args.malloc))
+            ours.append(_run("trainer_step.py", shape, Path(tmp) / f"ours-{k}.json"))
+            theirs.append(_run("trl_step.py", shape, Path(tmp) / f"trl-{k}.json"))
             print(
                 f"round {k + 1}: ours {ours[-1]['step_s']:.2f} s/step, TRL {theirs[-1]['step_s']:.2f} s/step "
                 f"(load {os.getloadavg()[0]:.2f})",
@@ -86,7 +66,6 @@ def main() -> None:
     summary = {
         "trl": trl.__version__,
         "shape": shape,
-        "malloc": args.malloc,
         "ours_step_s": med(r["step_s"] for r in ours),
         "trl_step_s": med(r["step_s"] for r in theirs),
         "ours_tokens_per_s": med(r["tokens_per_s"] for r in ours),
@@ -97,8 +76,7 @@ def main() -> None:
     }
     summary["trl_over_ours"] = summary["trl_step_s"] / summary["ours_step_s"]
     print(
-        f"medians over {args.rounds} rounds ({' '.join(shape) or 'default shape'}; malloc {args.malloc}; "
-        f"TRL {trl.__version__}; load "
+        f"medians over {args.rounds} rounds ({' '.join(shape) or 'default shape'}; TRL {trl.__version__}; load "
         f"{summary['load_start']:.2f} -> {summary['load_end']:.2f} on {summary['cores']} cores): ours "
         f"{summary['ours_step_s']:.2f} s/step ({summary['ours_tokens_per_s']:.0f} tokens/s), TRL "
         f"{summary['trl_step_s']:.2f} s/step ({summary['trl_tokens_per_s']:.0f} tokens/s); TRL / ours "

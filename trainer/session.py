@@ -27,7 +27,6 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from trainer.allocator import keep_freed_memory
 from trainer.checkpoint import REF_MODEL_DIR, read_loop_state, resolve_checkpoint, restore_on_ranks
 from trainer.config import ConfigError, GRPOConfig, SFTConfig, names_a_local_path
 from trainer.config.groups import CheckpointOptions, ModelOptions, OptimizerOptions, RuntimeOptions
@@ -119,17 +118,14 @@ class Session:
 
 
 def open_session(config: GRPOConfig | SFTConfig, dist: Distributed) -> Session:
-    """Set torch's threads, pick this rank's device and the dtype (on a CPU, keep freed memory for reuse:
-    ``cpu_keep_freed_memory``), seed every RNG (``seed + rank``: dropout masks and samples differ per rank),
-    create ``output_dir`` and resolve ``resume_from_checkpoint``.
+    """Set torch's threads, pick this rank's device and the dtype, seed every RNG (``seed + rank``: dropout masks
+    and samples differ per rank), create ``output_dir`` and resolve ``resume_from_checkpoint``.
 
     Raises:
         FileNotFoundError: ``resume_from_checkpoint`` names no checkpoint.
     """
     set_threads(config)
     device = dist.device(wants_cuda(config))
-    if device.type == "cpu" and config.cpu_keep_freed_memory:
-        keep_freed_memory()
     use_bf16 = uses_bf16(config, device)
     seed_everything(dist.seed(config.seed))
     output_dir = Path(config.output_dir)

@@ -156,8 +156,6 @@ class RuntimeOptions(Options):
     """bf16 autocast on CUDA (``None``: on when the GPU supports it); never used on CPU."""
     torch_num_threads: int | None = None
     """CPU threads for torch (``None`` keeps torch's default)."""
-    cpu_keep_freed_memory: bool = True
-    """On a CPU, glibc's malloc keeps freed memory for reuse instead of page-faulting it anew (trainer.allocator)."""
     progress_bar: bool = True
     """Show a tqdm progress bar with the latest reward (``train``), loss (``sft``) or pass@1 (``sample``)."""
 
