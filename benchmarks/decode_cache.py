@@ -34,7 +34,7 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trainer_step import _prompts, build_model
+from trainer_step import _prompts, add_batch_and_model_arguments, build_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from trainer.rollout.base import SamplingParams
@@ -47,16 +47,8 @@ SIDES = ("generate, DynamicCache", "generate, appending cache", "decode loop, ap
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--completion-length", type=int, default=48)
-    parser.add_argument("--hidden-size", type=int, default=192)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--kv-heads", type=int, default=2)
+    add_batch_and_model_arguments(parser)  # trainer_step.py's, for the same model and batch
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--intermediate-size", type=int, default=None, help="default 4 x hidden size")
-    parser.add_argument("--vocab-size", type=int, default=None, help="pad the embedding to this many tokens")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--bf16", action="store_true", help="decode under bf16 autocast, as the trainer on a GPU")

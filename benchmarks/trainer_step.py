@@ -87,20 +87,26 @@ def build_model(args: argparse.Namespace, rows: list[dict[str, Any]], model_dir:
     tokenizer.save_pretrained(model_dir)
 
 
-def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
-    """The batch and model options that ``trl_step.py`` shares, so both measure the same thing."""
-    parser.add_argument("--steps", type=int, default=5, help="measured steps per run (plus one warm-up step)")
+def add_batch_and_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The batch (prompts, completions per prompt, their length) and the random model's shape (:func:`build_model`),
+    shared with ``trl_step.py`` and ``decode_cache.py``."""
     parser.add_argument("--prompts", type=int, default=16, help="prompt_batch_size")
     parser.add_argument("--generations", type=int, default=8, help="num_generations")
     parser.add_argument("--completion-length", type=int, default=48)
-    parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient (> 0 adds the reference forward)")
-    parser.add_argument("--num-iterations", type=int, default=1, help="optimizer steps per generation batch")
     parser.add_argument("--hidden-size", type=int, default=192)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--kv-heads", type=int, default=2)
     parser.add_argument("--intermediate-size", type=int, default=None, help="default 4 x hidden size")
     parser.add_argument("--vocab-size", type=int, default=None, help="pad the embedding to this many tokens")
+
+
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The batch and model options that ``trl_step.py`` shares, so both measure the same thing."""
+    parser.add_argument("--steps", type=int, default=5, help="measured steps per run (plus one warm-up step)")
+    add_batch_and_model_arguments(parser)
+    parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient (> 0 adds the reference forward)")
+    parser.add_argument("--num-iterations", type=int, default=1, help="optimizer steps per generation batch")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of the trainer")
     parser.add_argument("--model", type=Path, help="a HF model directory instead of a random tiny Qwen2")

@@ -17,14 +17,13 @@ waits for the GPU); the few extra steps this may run produce only padding, which
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from trainer.rollout.base import SamplingParams
-from trainer.rollout.forward import cache_keyword
+from trainer.rollout.forward import cache_keyword, forward_parameters
 
 _CUDA_STOP_CHECK_EVERY = 8  # tokens between reads of "all rows ended" on a GPU
 
@@ -123,9 +122,7 @@ def _warpers(sampling: SamplingParams) -> list[Any]:
 def _logits_to_keep(model: torch.nn.Module) -> dict[str, int]:
     """``{"logits_to_keep": 1}`` where the model's forward takes it (only the last position's logits are needed:
     the prompt's other positions then skip the LM head), else ``{}``; a peft model is looked through."""
-    get_base = getattr(model, "get_base_model", None)
-    base = get_base() if callable(get_base) else model
-    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(base.forward).parameters else {}
+    return {"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(model) else {}
 
 
 def _last_needed_step(tokens: torch.Tensor, eos: torch.Tensor) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -224,9 +224,14 @@ def shared_prompt_hidden(
 def cache_keyword(model: torch.nn.Module) -> str:
     """The name under which ``model``'s forward (and ``generate``) takes a KV cache: ``cache`` from transformers
     5.20, ``past_key_values`` before (a peft model is looked through to its base model)."""
+    return "cache" if "cache" in forward_parameters(model) else "past_key_values"
+
+
+def forward_parameters(model: torch.nn.Module) -> Mapping[str, inspect.Parameter]:
+    """The parameters of ``model``'s forward, by name (a peft model is looked through to its base model's)."""
     get_base = getattr(model, "get_base_model", None)
     base = get_base() if callable(get_base) else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    return inspect.signature(base.forward).parameters
 
 
 def prompt_cache_applies(model: torch.nn.Module) -> bool:
