@@ -8,6 +8,8 @@
 #   3. rft_online     online RFT: weight 1 for a verified completion, 0 otherwise, no baseline
 #   4. rft_offline    offline RFT: sample once from the start, SFT on the verified samples (sample_rft, sft_rft)
 #   5. random_reward  GRPO with each step's rewards shuffled across the batch (must not gain)
+#      random_reward_group  the same control with rewards shuffled within each group: GRPO's own advantages, each
+#                     on a random member of its group (not in the default ARMS)
 #   6. process        GRPO with process supervision (each line of working checked by the server)
 #   7. gspo, cispo, rloo  GRPO with GSPO's sequence ratio, CISPO's objective or RLOO's baseline (not in the default
 #                     ARMS: ARMS="grpo gspo cispo rloo" runs them beside GRPO from the same start)
@@ -102,7 +104,8 @@ for arm in $ARMS; do
   case "$arm" in
     grpo) rl grpo ;;
     rft_online) rl rft_online --set advantage_estimator=rft ;;
-    random_reward) rl random_reward --set shuffle_rewards=true ;;
+    random_reward) rl random_reward --set shuffle_rewards=batch ;;
+    random_reward_group) rl random_reward_group --set shuffle_rewards=group ;;
     process) rl process --set advantage_estimator=process ;;
     # issue 22's objectives, each GRPO with one thing changed: GSPO's sequence ratio (with its paper's clip range and
     # per-completion mean), CISPO's clipped weight (ScaleRL's cap 5), RLOO's leave-one-out baseline
@@ -124,7 +127,7 @@ for arm in $ARMS; do
         phase eval_rft_offline evaluate rft_offline "$START"
       fi
       ;;
-    *) echo "unknown arm '$arm': choose from grpo rft_online rft_offline random_reward process gspo cispo rloo" >&2
+    *) echo "unknown arm '$arm': choose from grpo rft_online rft_offline random_reward random_reward_group process gspo cispo rloo" >&2
       exit 2 ;;
   esac
 done

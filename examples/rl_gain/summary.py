@@ -28,6 +28,7 @@ ARMS = [
     ("rft_online", "online RFT (verified = 1, else 0; no baseline)"),
     ("rft_offline", "offline RFT (sample once, SFT on the verified)"),
     ("random_reward", "GRPO with shuffled rewards (control)"),
+    ("random_reward_group", "GRPO with rewards shuffled within groups (control)"),
     ("process", "GRPO, process supervision"),
     ("gspo", "GSPO (sequence ratio)"),
     ("cispo", "CISPO (clipped weight)"),
@@ -40,7 +41,7 @@ FIGURES = [
     ("pass8_t1", "pass@8, T=1", "%"),
     ("easy_pass1", "easy regime greedy pass@1", "%"),
 ]
-RL_ARMS = ("grpo", "rft_online", "random_reward", "process", "gspo", "cispo", "rloo")
+RL_ARMS = ("grpo", "rft_online", "random_reward", "random_reward_group", "process", "gspo", "cispo", "rloo")
 
 
 def environment() -> dict[str, Any]:
@@ -165,7 +166,7 @@ def plot(run_dirs: list[Path], out: Path) -> Path | None:
         ("completions/mean_length", "mean response length (tokens)"),
     ]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6))
-    palette = ("tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:cyan")
+    palette = ("tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:cyan", "tab:pink")
     colours = dict(zip(RL_ARMS, palette, strict=True))
     for arm in arms:
         for i, d in enumerate(run_dirs):

@@ -48,6 +48,21 @@ def test_shuffled_rewards_keep_the_batch_and_move_the_nulls_nowhere() -> None:
     assert torch.equal(torch.nan_to_num(out, nan=-1.0), torch.nan_to_num(again, nan=-1.0))
 
 
+def test_shuffled_within_groups_keep_each_group_and_move_the_nulls_nowhere() -> None:
+    rewards = torch.tensor([1.0, 0.0, 0.0, math.nan, 0.0, 0.0, 0.0, 0.0, 0.25, 0.5, 0.75, 0.0])
+    group_ids = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2])
+    out = shuffle_rewards(rewards, torch.Generator().manual_seed(1), group_ids)
+    assert math.isnan(out[3])
+    assert sorted(out[[0, 1, 2]].tolist()) == [0.0, 0.0, 1.0]
+    assert out[4:8].tolist() == [0.0, 0.0, 0.0, 0.0]  # an all-wrong group stays all wrong: no advantage
+    assert sorted(out[8:].tolist()) == [0.0, 0.25, 0.5, 0.75]
+    moved = [
+        shuffle_rewards(rewards, torch.Generator().manual_seed(s), group_ids)[8:].tolist() != [0.25, 0.5, 0.75, 0.0]
+        for s in range(4)
+    ]
+    assert any(moved)  # some seed does move them
+
+
 def test_rft_trains_on_verified_completions_only(
     tiny_model_dir: Path, prompt_files: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -133,6 +133,20 @@ def test_shuffled_rewards_are_the_outcome_of_the_permuted_rewards() -> None:
     assert adv.loss_mask.sum(-1).tolist()[-1] == 0  # the null stays in place, not trained on
 
 
+def test_rewards_shuffled_within_groups_give_grpo_advantages_to_random_members() -> None:
+    """Group 0's rewards [1, 0, 0, 1] have mean 0.5 and unbiased std 0.577: advantages +-0.866 whatever the order;
+    group 1 [0, 0, 0] has no spread and stays at zero (across the batch it would get some)."""
+    rewards = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    group_ids = [0, 0, 0, 0, 1, 1, 1]
+    adv = _step(rewards, _config(shuffle_rewards="group", seed=5), group_ids=group_ids)
+    permuted = shuffle_rewards(
+        torch.tensor(rewards), torch.Generator().manual_seed(5 * 1_000_003), torch.tensor(group_ids)
+    )
+    assert torch.equal(adv.advantages, group_advantages(permuted, torch.tensor(group_ids)))
+    assert sorted(round(a, 3) for a in adv.advantages[:4].tolist()) == [-0.866, -0.866, 0.866, 0.866]
+    assert adv.advantages[4:].tolist() == [0.0, 0.0, 0.0]
+
+
 def test_process_gives_token_advantages_hand_computed() -> None:
     """Completion 0 has steps [1, 0] ending at tokens 1 and 3, completion 1 one step [1]; the last scored step of
     each is extended to the completion's last token (4). The group's steps [1, 0, 1] have mean 2/3 and unbiased std

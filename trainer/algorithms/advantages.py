@@ -67,21 +67,33 @@ def rft_advantages(verified: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(verified), torch.zeros_like(verified), verified).to(torch.float32)
 
 
-def shuffle_rewards(rewards: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """The random-reward control (Shao et al. 2025, "Spurious Rewards", arXiv 2506.10947): the batch's scoreable
-    rewards permuted across the whole batch, so that a completion's reward says nothing about the completion while
-    the batch keeps the same rewards (the same mean, spread and share of zero-spread groups on average).
+def shuffle_rewards(
+    rewards: torch.Tensor, generator: torch.Generator, group_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The random-reward control (Shao et al. 2025, "Spurious Rewards", arXiv 2506.10947): the scoreable rewards
+    permuted, so that a completion's reward says nothing about the completion.
+
+    Across the whole batch (``group_ids`` None) the batch keeps the same rewards, but groups that were all wrong get
+    a spread, so many more completions carry an advantage than in GRPO. Within each group (``group_ids`` given) every
+    group keeps its own rewards: the step has GRPO's advantages exactly, each given to a random member of its group,
+    so the control moves the policy as much as GRPO would at that step and carries no information.
 
     Args:
         rewards: ``(N,)`` rewards, NaN where not scoreable (a NaN stays where it is).
         generator: the permutation's source (seeded by the caller, so that a run is reproducible).
+        group_ids: ``(N,)`` the group of each completion, to permute within groups only; None for the whole batch.
 
     Returns:
-        ``(N,)`` the same multiset of rewards, with the scoreable ones in permuted places.
+        ``(N,)`` the same multiset of rewards (per group, with ``group_ids``), the scoreable ones in permuted places.
     """
     out = rewards.clone()
-    valid = torch.nonzero(~torch.isnan(rewards)).flatten()  # (M,)
-    out[valid] = rewards[valid[torch.randperm(valid.numel(), generator=generator)]]
+    valid = ~torch.isnan(rewards)  # (N,)
+    if group_ids is None:
+        blocks = [torch.nonzero(valid).flatten()]
+    else:
+        blocks = [torch.nonzero(valid & (group_ids == g)).flatten() for g in torch.unique(group_ids).tolist()]
+    for index in blocks:  # (M,) positions of one block's scoreable rewards
+        out[index] = rewards[index[torch.randperm(index.numel(), generator=generator)]]
     return out
 
 
@@ -477,10 +489,11 @@ def estimator(name: str, *, needs_steps: bool = False) -> Callable[[EstimatorFn]
 
 def _whole_step(scores: torch.Tensor, inputs: AdvantageInputs, config: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B * G,)`` scores and group ids of every process (``scale_rewards: batch`` needs the whole batch's std),
-    the scores permuted across the step with ``shuffle_rewards`` (the random-reward control)."""
+    the scores permuted across the step or within each group with ``shuffle_rewards`` (the random-reward control)."""
     scores, group_ids = inputs.reduce.gather(scores), inputs.reduce.gather(inputs.group_ids)  # (B * G,) each
     if config.shuffle_rewards:
-        scores = shuffle_rewards(scores, torch.Generator().manual_seed(inputs.seed))
+        within = group_ids if config.shuffle_rewards == "group" else None
+        scores = shuffle_rewards(scores, torch.Generator().manual_seed(inputs.seed), within)
     return scores, group_ids
 
 

@@ -100,8 +100,8 @@ class GRPOConfig(
     """Divide centred rewards by the group std (``group``), the batch std (``batch``) or not at all (``none``)."""
     advantage_estimator: str = "outcome"
     """``outcome`` (GRPO), ``process``, ``rft``, ``rloo``, ``reinforce_plus_plus(_baseline)`` (verl's names)."""
-    shuffle_rewards: bool = False
-    """Random-reward control (arXiv 2506.10947): permute each step's rewards across the batch before advantages."""
+    shuffle_rewards: bool | Literal["batch", "group"] = False
+    """Random-reward control (arXiv 2506.10947): permute rewards across the batch (``batch``/``true``) or per group."""
     log_grad_cosine: bool = False
     """Log ``optim/grad_cosine`` (this step's gradient against the last's); keeps one fp32 copy of the gradient."""
     step_component: str = "arithmetic"
