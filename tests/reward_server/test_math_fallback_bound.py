@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reward_server.verifiers.math import extract_final_answer
-from reward_server.verifiers.math.extract import _FALLBACK_CHARS
+from reward_server.verifiers.math.clauses import _FALLBACK_CHARS
 
 PROSE = "We keep going with the reasoning and check every case once more before we conclude. "
 

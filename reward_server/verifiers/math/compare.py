@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reward_server.verifiers.math.extract import NEGATION, _box_answer, _last_anchor_value, _letters, _result_side
+from reward_server.verifiers.math.clauses import NEGATION, _letters, _result_side
+from reward_server.verifiers.math.extract import _box_answer, _last_anchor_value
 from reward_server.verifiers.math.forms import closing_bracket, split_top_level
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
 from reward_server.verifiers.math.members import (

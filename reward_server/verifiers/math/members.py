@@ -10,7 +10,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from reward_server.verifiers.math.extract import _letters
+from reward_server.verifiers.math.clauses import _letters
 from reward_server.verifiers.math.forms import closing_bracket, split_top_level
 from reward_server.verifiers.math.latex_value import SAMPLE_POINTS, latex_value
 from reward_server.verifiers.math.text import (
