@@ -21,6 +21,7 @@
 #   SEED=1 OUT=examples/rl_gain/runs/seed1 PORT=8001 examples/rl_gain/run.sh     one seed of the 3-seed figures
 #   SFT_STEPS=60 RL_STEPS=4 ARMS="grpo random_reward" ... run.sh                 a short check of the pipeline
 #   COLD_START=path/to/checkpoint ... run.sh       skip the cold-start SFT and use that checkpoint instead
+#   ARMS="" ... run.sh                             the cold start and the start's evaluation only (no RL arm)
 #   EVAL_PROMPTS=20 ... run.sh                     evaluate on the first 20 held-out problems only (a check)
 #   THREADS=1 ... run.sh                           torch threads of the trainer (default 1: fastest for this model
 #                                                  on a shared 2-core machine)
@@ -36,7 +37,7 @@ PORT="${PORT:-8000}"
 PYTHON="${PYTHON:-python}"
 SFT_STEPS="${SFT_STEPS:-1000}"
 RL_STEPS="${RL_STEPS:-80}"
-ARMS="${ARMS:-grpo random_reward rft_online rft_offline process}"
+ARMS="${ARMS-grpo random_reward rft_online rft_offline process}"  # ARMS="" runs the cold start and the start only
 THREADS="${THREADS:-1}"
 EVAL_PROMPTS="${EVAL_PROMPTS:-null}"
 COLD_START="${COLD_START:-}"
