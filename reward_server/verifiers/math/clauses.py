@@ -68,12 +68,15 @@ class _Span:
     content: str
 
 
-def _math_spans(text: str) -> list[_Span]:
-    """The ``$...$``, ``$$...$$``, ``\\(...\\)`` and ``\\[...\\]`` spans of ``text``, in one linear pass.
+def _pair_math_delimiters(text: str) -> tuple[list[tuple[re.Match[str], re.Match[str]]], re.Match[str] | None]:
+    """One linear pass over ``text``'s math delimiters: the (opener, closer) pairs in order, and the opener left
+    open at the end (``None`` when every span closes).
 
-    An inline ``$`` does not cross a line; ``\\$`` is an escaped dollar; an opener never closed is no span.
+    An inline ``$`` does not cross a line (an opener whose line ended is replaced by the next one); ``\\$`` is an
+    escaped dollar; a ``$`` glued to a letter or digit before it opens nothing; inside a span, other delimiters are
+    its content.
     """
-    spans: list[_Span] = []
+    pairs: list[tuple[re.Match[str], re.Match[str]]] = []
     opener: re.Match[str] | None = None
     for m in _DELIMITER.finditer(text):
         tok = m.group()
@@ -82,15 +85,24 @@ def _math_spans(text: str) -> list[_Span]:
         if opener is not None:
             want = _CLOSER[opener.group()]
             if tok == want and not (want == "$" and "\n" in text[opener.end() : m.start()]):
-                content = text[opener.end() : m.start()].strip()
-                if content:
-                    spans.append(_Span(opener.start(), m.end(), content))
+                pairs.append((opener, m))
                 opener = None
                 continue
             if opener.group() != "$" or "\n" not in text[opener.end() : m.start()]:
                 continue  # inside a span: other delimiters are its content
         if tok in _CLOSER and not (tok == "$" and m.start() > 0 and (text[m.start() - 1].isalnum())):
             opener = m
+    return pairs, opener
+
+
+def _math_spans(text: str) -> list[_Span]:
+    """The ``$...$``, ``$$...$$``, ``\\(...\\)`` and ``\\[...\\]`` spans of ``text``, in one linear pass
+    (:func:`_pair_math_delimiters`); an opener never closed is no span, nor is an empty one."""
+    spans: list[_Span] = []
+    for opener, closer in _pair_math_delimiters(text)[0]:
+        content = text[opener.end() : closer.start()].strip()
+        if content:
+            spans.append(_Span(opener.start(), closer.end(), content))
     return spans
 
 
@@ -108,20 +120,7 @@ def _unclosed_math(text: str) -> int | None:
     """Where the text's last math span opens and is never closed (the completion stopped inside a formula:
     "$3^3=", "\\[ P(16) = "), or ``None``. Only an opener on the text's last line counts (a stray one higher up
     is a typo, not the point where the text stops), and not a ``$`` that opens a price ("$18 left")."""
-    opener: re.Match[str] | None = None
-    for m in _DELIMITER.finditer(text):
-        tok = m.group()
-        if tok == "\\$":
-            continue
-        if opener is not None:
-            want = _CLOSER[opener.group()]
-            if tok == want and not (want == "$" and "\n" in text[opener.end() : m.start()]):
-                opener = None
-                continue
-            if opener.group() != "$" or "\n" not in text[opener.end() : m.start()]:
-                continue
-        if tok in _CLOSER and not (tok == "$" and m.start() > 0 and (text[m.start() - 1].isalnum())):
-            opener = m
+    opener = _pair_math_delimiters(text)[1]
     if opener is None:
         return None
     rest = text[opener.end() :].rstrip()
