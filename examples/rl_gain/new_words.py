@@ -56,26 +56,70 @@ def verb_ids(tokenizer: object, verbs: list[str]) -> list[int]:
 
 
 @torch.no_grad()
-def start_new_verbs(model: torch.nn.Module, plus: list[int], minus: list[int], hard: list[int], alpha: float) -> None:
+def start_new_verbs(
+    model: torch.nn.Module,
+    plus: list[int],
+    minus: list[int],
+    hard: list[int],
+    alpha: float | list[float],
+    spread: float = 0.0,
+    seed: int = 0,
+) -> None:
     """Set each ``hard`` token's embedding row to ``alpha * mean(plus rows) + (1 - alpha) * mean(minus rows)``, in
     the input embeddings and in the output embeddings when they are a separate matrix (``alpha = 0.5`` with as
-    many ``plus`` as ``minus`` tokens is the mean of them all)."""
+    many ``plus`` as ``minus`` tokens is the mean of them all).
+
+    Args:
+        alpha: one mix for every new verb, or one per ``hard`` token.
+        spread: 0 gives every new verb the same row. Above 0, each row gets its own offset ``spread *``
+            :func:`identity_offsets` (drawn from ``seed``): distinct verbs, none told its operation.
+    """
     tables = [model.get_input_embeddings().weight]  # type: ignore[operator]
     out = model.get_output_embeddings()  # type: ignore[operator]
     if out is not None and out.weight.data_ptr() != tables[0].data_ptr():
         tables.append(out.weight)
+    mix = torch.as_tensor(alpha, dtype=tables[0].dtype).reshape(-1, 1).expand(len(hard), 1)  # (len(hard), 1)
     for table in tables:  # (V, H)
-        row = alpha * table[plus].mean(0) + (1 - alpha) * table[minus].mean(0)  # (H,)
-        table[hard] = row.unsqueeze(0).expand(len(hard), -1)
+        rows = mix * table[plus].mean(0) + (1 - mix) * table[minus].mean(0)  # (len(hard), H)
+        if spread > 0:
+            rows = rows + spread * identity_offsets(table, plus, minus, len(hard), seed)
+        table[hard] = rows
+
+
+def identity_offsets(table: torch.Tensor, plus: list[int], minus: list[int], count: int, seed: int) -> torch.Tensor:
+    """``count`` random offsets shaped like the known verbs' own spread, with no component along the operation axis.
+
+    Each offset is ``z @ D / sqrt(K - 1)`` with ``z ~ N(0, I)`` of shape ``(count, K)`` and ``D`` the ``K`` known
+    verbs' rows minus their mean ``(K, H)``: a draw from the known rows' covariance, as
+    ``resize_token_embeddings(mean_resizing=True)`` draws new rows from the old rows' covariance. The component along
+    ``mean(plus) - mean(minus)`` is removed, so the offset tells a verb apart from the others without saying which
+    operation it means (how the model reads it still moves the ``+`` share, which the per-verb calibration evens).
+
+    Returns:
+        ``(count, H)`` tensor in the table's dtype.
+    """
+    known = table[plus + minus].float()  # (K, H)
+    deviations = known - known.mean(0)  # (K, H)
+    axis = table[plus].float().mean(0) - table[minus].float().mean(0)  # (H,)
+    axis = axis / axis.norm().clamp(min=1e-12)
+    z = torch.randn(count, len(known), generator=torch.Generator().manual_seed(seed))  # (count, K)
+    offsets = z @ deviations / max(len(known) - 1, 1) ** 0.5  # (count, H)
+    offsets = offsets - (offsets @ axis).unsqueeze(1) * axis  # (count, H), orthogonal to the operation axis
+    return offsets.to(table.dtype)
 
 
 _OPERATION = re.compile(r"\d ([+-]) \d")
 
 
 @torch.no_grad()
-def plus_share(model: torch.nn.Module, tokenizer: object, prompts: list[str], samples: int, seed: int) -> float:
-    """The share of ``+`` among the operations the model writes first for ``prompts`` (``samples`` each, at
-    temperature 1, the first 12 tokens: enough for the first working line); samples without one are left out.
+def first_operations(
+    model: torch.nn.Module, tokenizer: object, prompts: list[str], samples: int, seed: int
+) -> list[str]:
+    """The first operation (``"+"``, ``"-"``, or ``""`` for none) the model writes in each of ``samples`` samples
+    per prompt, at temperature 1, in the first 12 tokens (enough for the first working line).
+
+    Returns:
+        ``len(prompts) * samples`` strings, prompt-major (``generate``'s order for ``num_return_sequences``).
 
     The same ``seed`` for every call, so that two ``alpha`` values are compared on the same random numbers.
     """
@@ -92,8 +136,18 @@ def plus_share(model: torch.nn.Module, tokenizer: object, prompts: list[str], sa
         pad_token_id=tokenizer.pad_token_id,  # type: ignore[attr-defined]
     )  # (len(prompts) * samples, P + 12)
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)  # type: ignore[attr-defined]
-    ops = [m.group(1) for m in map(_OPERATION.search, texts) if m]
-    return ops.count("+") / max(len(ops), 1)
+    return [m.group(1) if m else "" for m in map(_OPERATION.search, texts)]
+
+
+def _share(ops: list[str]) -> float:
+    """The share of ``+`` among the operations written (samples with none left out; 0 when there is none)."""
+    written = [op for op in ops if op]
+    return written.count("+") / max(len(written), 1)
+
+
+def plus_share(model: torch.nn.Module, tokenizer: object, prompts: list[str], samples: int, seed: int) -> float:
+    """The share of ``+`` among the first operations the model samples for ``prompts`` (:func:`first_operations`)."""
+    return _share(first_operations(model, tokenizer, prompts, samples, seed))
 
 
 def calibrate(
@@ -124,6 +178,51 @@ def calibrate(
     return alpha, share, trace
 
 
+def calibrate_per_verb(
+    model: torch.nn.Module,
+    tokenizer: object,
+    ids: tuple[list[int], list[int], list[int]],
+    prompts: list[str],
+    prompt_verbs: list[int],
+    *,
+    spread: float,
+    samples: int = 8,
+    iterations: int = 10,
+    seed: int = 0,
+) -> tuple[list[float], list[float]]:
+    """Bisect one ``alpha`` per new verb, all at once, each towards a ``+`` share of 1/2 on its own prompts.
+
+    Every iteration sets every verb's row at the middle of its own interval (with its :func:`identity_offsets`
+    at ``spread``), samples all prompts once, and moves each verb's interval by the share of its prompts.
+
+    Args:
+        prompt_verbs: for each prompt, the index into ``ids[2]`` of the new verb it uses.
+
+    Returns:
+        ``(alphas, shares)``: per new verb, the ``alpha`` tried closest to 1/2 and its share.
+
+    Raises:
+        ValueError: a new verb has no prompt to calibrate on.
+    """
+    plus, minus, hard = ids
+    missing = sorted(set(range(len(hard))) - set(prompt_verbs))
+    if missing:
+        raise ValueError(f"no calibration prompt uses new verb(s) {missing}: raise --calibration-prompts")
+    low, high = [0.0] * len(hard), [1.0] * len(hard)
+    best: list[tuple[float, float]] = [(0.5, -1.0)] * len(hard)  # (alpha, share) closest to 1/2 so far
+    for _ in range(iterations):
+        alphas = [(lo + hi) / 2 for lo, hi in zip(low, high, strict=True)]
+        start_new_verbs(model, plus, minus, hard, alphas, spread=spread, seed=seed)
+        ops = first_operations(model, tokenizer, prompts, samples, seed)
+        for v, alpha in enumerate(alphas):
+            share = _share([op for i, op in enumerate(ops) if prompt_verbs[i // samples] == v])
+            if abs(share - 0.5) < abs(best[v][1] - 0.5):
+                best[v] = (alpha, share)
+            low[v], high[v] = (alpha, high[v]) if share < 0.5 else (low[v], alpha)
+    start_new_verbs(model, plus, minus, hard, [a for a, _ in best], spread=spread, seed=seed)
+    return [a for a, _ in best], [s for _, s in best]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", type=Path)
@@ -135,6 +234,13 @@ def main() -> None:
     )
     parser.add_argument("--calibration-prompts", type=int, default=64, help="how many of them")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        help="0: one shared row for every new verb; above 0: each verb its own row (identity_offsets at this "
+        "scale) and its own alpha, calibrated on its own prompts",
+    )
     args = parser.parse_args()
     tokenizer = AutoTokenizer.from_pretrained(args.checkpoint)
     model = AutoModelForCausalLM.from_pretrained(args.checkpoint).eval()
@@ -146,7 +252,22 @@ def main() -> None:
     )
     report: dict[str, object] = {"alpha": 0.5}
     if args.prompts is None:
-        start_new_verbs(model, *ids, alpha=0.5)
+        start_new_verbs(model, *ids, alpha=0.5, spread=args.spread, seed=args.seed)
+    elif args.spread > 0:
+        with args.prompts.open() as f:
+            rows = [json.loads(line) for line in f][: args.calibration_prompts]
+        hard = list(prepare.HARD_VERBS)
+        alphas, shares = calibrate_per_verb(
+            model,
+            tokenizer,
+            ids,
+            [r["prompt"] for r in rows],
+            [hard.index(r["type"]) for r in rows],
+            spread=args.spread,
+            seed=args.seed,
+        )
+        report = {"alpha": alphas, "plus_share": shares, "spread": args.spread, "verbs": hard}
+        print(f"spread {args.spread}: per-verb alpha {[round(a, 4) for a in alphas]}, + share {shares}")
     else:
         with args.prompts.open() as f:
             prompts = [json.loads(line)["prompt"] for line in f][: args.calibration_prompts]
@@ -156,7 +277,7 @@ def main() -> None:
     model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
     (args.out / "new_words.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"the start, with the new verbs at alpha {report['alpha']:.4f} between the known + and - verbs: {args.out}")
+    print(f"the start, with the new verbs at alpha {report['alpha']} between the known + and - verbs: {args.out}")
 
 
 if __name__ == "__main__":
