@@ -1,7 +1,9 @@
-"""Generation three ways on the same model, prompts and seed, in alternating rounds: ``model.generate`` with
+"""Generation four ways on the same model, prompts and seed, in alternating rounds: ``model.generate`` with
 transformers' own ``DynamicCache`` (the baseline), ``model.generate`` with the appending decode cache
-(``trainer/rollout/kv_cache.py``), and the trainer's decode loop with that cache (``trainer/rollout/decode.py``,
-what ``TransformersBackend.generate`` runs). Prints each side's median seconds per call and its ratio to the
+(``trainer/rollout/kv_cache.py``), the trainer's decode loop with that cache (``trainer/rollout/decode.py``,
+what ``TransformersBackend.generate`` runs), and the decode loop over a static cache
+(``trainer/rollout/static_decode.py``, ``cache_implementation: static``: each token one CUDA graph replay on a GPU,
+compiled in the warm-up call; eager on a CPU). Prints each side's median seconds per call and its ratio to the
 baseline (above 1: faster), with the load average.
 
     python benchmarks/decode_cache.py                     # the TRL pair's model: 2.3M Qwen2, 128 rows x 48 tokens
@@ -41,8 +43,14 @@ from trainer.rollout.base import SamplingParams
 from trainer.rollout.decode import sample
 from trainer.rollout.forward import cache_keyword
 from trainer.rollout.kv_cache import decode_cache
+from trainer.rollout.static_decode import StaticDecoder
 
-SIDES = ("generate, DynamicCache", "generate, appending cache", "decode loop, appending cache")
+SIDES = (
+    "generate, DynamicCache",
+    "generate, appending cache",
+    "decode loop, appending cache",
+    "decode loop, static cache",
+)
 
 
 def main() -> None:
@@ -82,6 +90,8 @@ def main() -> None:
         eos_token_id=never,
     )
 
+    static = StaticDecoder(model)  # compiled (CUDA graphs) on a GPU; the first call, a warm-up, compiles
+
     def run(side: str) -> tuple[float, torch.Tensor]:
         torch.manual_seed(1)
         _synchronize(args.device)
@@ -90,6 +100,9 @@ def main() -> None:
             if side == SIDES[2]:
                 sampling = SamplingParams(max_new_tokens=n)
                 out = sample(model, ids, mask, decode_cache(), sampling, [never], tokenizer.pad_token_id)
+            elif side == SIDES[3]:
+                sampling = SamplingParams(max_new_tokens=n)
+                out = static.sample(ids, mask, sampling, [never], tokenizer.pad_token_id)
             else:
                 cache = {cache_keyword(model): decode_cache()} if side == SIDES[1] else {}
                 generated = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **cache)

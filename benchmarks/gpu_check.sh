@@ -2,10 +2,11 @@
 # Every GPU figure of the trainer in one run (within 10 minutes on one GPU):
 #   1. the gpu-marked tests (bf16 autocast, gradient checkpointing, generation in the update's dtype, a CUDA step);
 #   2. benchmarks/trainer_step.py --device cuda on a Qwen2-0.5B-shaped random model (151,936-token vocabulary),
-#      once per generation backend: transformers, and vLLM when it is installed;
+#      once per generation backend: transformers (with the appending cache, then with cache_implementation static:
+#      CUDA graphs), and vLLM when it is installed;
 #   3. TRL's GRPOTrainer on the same model, batch and lengths (benchmarks/trl_step.py) when trl is installed;
 #   4. completion tokens/s side by side, with the ratio to TRL;
-#   5. generation alone (benchmarks/decode_cache.py, bf16): model.generate against the trainer's decode loop.
+#   5. generation alone (benchmarks/decode_cache.py, bf16): model.generate against the trainer's decode loops.
 # Rewards come from an in-process stand-in rule in both trainers (no reward server needed): this measures the
 # trainers, not the verifiers. On a machine without CUDA it stops at once with a clear message. A stage that fails
 # does not stop the later ones (a GPU lease is short): the script names the failed stages at the end and exits 1.
@@ -62,6 +63,9 @@ shape=(--device cuda --hidden-size 896 --layers 24 --heads 14 --kv-heads 2 --int
 echo "== 2. trainer_step.py, transformers backend"
 stage "trainer_step transformers" timeout 240 "$PY" benchmarks/trainer_step.py "${shape[@]}" --modes overlap \
     --rounds 1 --rewards stand-in --json "$out/transformers.json"
+echo "== 2. trainer_step.py, transformers backend, cache_implementation static (CUDA graphs)"
+stage "trainer_step static" timeout 240 "$PY" benchmarks/trainer_step.py "${shape[@]}" --modes overlap \
+    --rounds 1 --rewards stand-in --cache-implementation static --json "$out/static.json"
 echo "== 2. trainer_step.py, vllm backend"
 if "$PY" -c 'import vllm' 2>/dev/null; then
     stage "trainer_step vllm" timeout 240 "$PY" benchmarks/trainer_step.py "${shape[@]}" --modes overlap \
@@ -83,7 +87,7 @@ import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
 rows = {}
-for name in ("transformers", "vllm"):
+for name in ("transformers", "static", "vllm"):
     if (out / f"{name}.json").exists():
         rows[f"rlvr ({name})"] = json.loads((out / f"{name}.json").read_text())["modes"]["overlap"]["tokens_per_s"]
 trl = json.loads((out / "trl.json").read_text())["tokens_per_s"] if (out / "trl.json").exists() else None

@@ -140,6 +140,7 @@ def _run(mode: str, args: argparse.Namespace, model_dir: Path, data: Path, url: 
             "device": args.device,
             "torch_num_threads": args.threads,
             "gradient_checkpointing": args.gradient_checkpointing,
+            "cache_implementation": args.cache_implementation,
             "seed": 0,
         }
     )
@@ -175,6 +176,12 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["no-overlap", "overlap"], choices=["no-overlap", "overlap"])
     parser.add_argument("--rewards", default="server", choices=["server", "stand-in"], help="stand-in: no server")
     parser.add_argument("--backend", default="transformers", choices=["transformers", "vllm"])
+    parser.add_argument(
+        "--cache-implementation",
+        default="dynamic",
+        choices=["dynamic", "static"],
+        help="transformers backend: static decodes over a static KV cache, CUDA graphs on a GPU",
+    )
     add_shape_arguments(parser)
     args = parser.parse_args()
     args.chunk = args.chunk or args.prompts

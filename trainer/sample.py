@@ -265,7 +265,11 @@ def sample(
         if uses_bf16(config, device):
             model = model.to(torch.bfloat16)  # generation only: no master weights needed
         backend = TransformersBackend(
-            model, tokenizer, max_prompt_length=config.max_prompt_length, apply_chat_template=config.apply_chat_template
+            model,
+            tokenizer,
+            max_prompt_length=config.max_prompt_length,
+            apply_chat_template=config.apply_chat_template,
+            cache_implementation=config.cache_implementation,
         )
     sampling = SamplingParams.from_config(config)
     own_scorer = scorer is None

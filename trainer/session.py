@@ -558,6 +558,7 @@ def _make_backend(
             autocast=functools.partial(autocast, use_bf16),  # generation samples in the update's dtype
             synced_gpus=dist.is_distributed and dist.fsdp,
             share_prompts=config.shared_prefix_forward,
+            cache_implementation=config.cache_implementation,
         )
     if dist.world_size > 1:
         raise ConfigError(

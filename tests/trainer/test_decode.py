@@ -61,7 +61,7 @@ def test_rows_end_at_eos_and_the_loop_stops_where_generate_stops(
 ) -> None:
     """Half the vocabulary ends a row, so rows end after a few tokens each, at different steps; with the GPU's
     deferred check (every 4 tokens) the steps run past the last EOS are cut off again."""
-    monkeypatch.setattr(decode, "_stop_check_every", lambda device: check_every)
+    monkeypatch.setattr(decode, "stop_check_every", lambda device: check_every)
     eos = _half_the_vocabulary(backend)
     sampling = SamplingParams(max_new_tokens=40)
     ids, mask = backend.encode(PROMPTS)

@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trainer.config import config_from_dict
 from trainer.rollout.base import RolloutBatch, SamplingParams, completion_mask_from_ids
 from trainer.rollout.forward import completion_log_probs
+from trainer.rollout.static_decode import StaticDecoder
 from trainer.rollout.transformers_backend import TransformersBackend
 from trainer.stand_in import StandInServer
 from trainer.train import train
@@ -121,6 +122,39 @@ def test_the_decode_loop_draws_what_generate_draws_on_cuda(tiny_model_dir: Path)
     assert torch.equal(ours.completion_mask, their_mask[:, :width])
     kept = ours.completion_mask.bool()
     assert torch.equal(ours.completion_ids[kept], theirs[:, :width][kept])
+
+
+def test_the_static_cache_loop_in_cuda_graphs_draws_the_eager_loops_tokens(tiny_model_dir: Path) -> None:
+    """``cache_implementation: static`` on CUDA: the decode step compiled into CUDA graphs draws the tokens of the
+    same loop run eagerly (float32, so that only kernel rounding can differ), over three calls: the first compiles,
+    the others replay, and before the third the weights move in place (as an optimizer step moves them), which the
+    replay must read. Then the backend runs it under bf16 autocast, rows ending at EOS."""
+    model = _cuda_model(tiny_model_dir).eval()
+    backend = TransformersBackend(
+        model, AutoTokenizer.from_pretrained(tiny_model_dir), autocast=_bf16, cache_implementation="static"
+    )
+    eos = list(range(0, model.config.vocab_size, 3))
+    prompts = ["What is 1 plus 2?", "What is 12 plus 3?"]
+    ids, mask = (t.repeat_interleave(8, 0).cuda() for t in backend.encode(prompts))
+    sampling = SamplingParams(max_new_tokens=24)
+    compiled, eager = StaticDecoder(model), StaticDecoder(model, compile=False)
+    assert compiled.compile
+    for call in range(3):
+        if call == 2:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.mul_(1.05)  # in place, as AdamW's step: the graph must read the new values
+        draws = []
+        for decoder in (compiled, eager):
+            torch.manual_seed(call)
+            draws.append(decoder.sample(ids, mask, sampling, eos, backend.pad_token_id, max_prompt_length=16))
+        width = min(d.shape[1] for d in draws)
+        assert width > 1
+        same = float((draws[0][:, :width] == draws[1][:, :width]).float().mean())
+        assert same >= 0.97, (call, same)
+    assert backend.static is not None
+    batch = backend.generate(prompts, 8, sampling)
+    assert batch.completion_ids.shape[0] == 16 and batch.completion_mask.sum() > 0
 
 
 def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir: Path) -> None:

@@ -64,6 +64,8 @@ def _check_sampling(c: Any, *, training: bool) -> None:
         raise _fix("top_p", c.top_p, "must be in (0, 1]", "Use 1.0 to keep every token.")
     if c.top_k < 0:
         raise _fix("top_k", c.top_k, "must be >= 0", "Use 0 to keep every token.")
+    if c.cache_implementation not in ("dynamic", "static"):
+        raise _fix("cache_implementation", c.cache_implementation, "must be 'dynamic' or 'static'", "Use 'dynamic'.")
 
 
 def _check_optimizer(c: Any) -> None:

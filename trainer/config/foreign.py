@@ -212,6 +212,13 @@ _TRL: tuple[Rule, ...] = (
         _lr_scheduler("lr_scheduler_type"),
     ),
     _map(
+        T,
+        "cache_implementation",
+        "cache_implementation",
+        "static: the same (CUDA graphs here, not in TRL); other caches: dynamic (speed or memory only)",
+        lambda v: "static" if v == "static" else "dynamic",
+    ),
+    _map(
         T, "num_generations_eval", "eval_num_generations", "eval_num_generations (null: num_generations in TRL, 1 here)"
     ),
     _rule(
@@ -332,7 +339,7 @@ _TRL: tuple[Rule, ...] = (
         _ignore(T, name, "speed or memory only")
         for name in _names(
             """
-            ds3_gather_for_generation pad_to_multiple_of cache_implementation use_transformers_paged
+            ds3_gather_for_generation pad_to_multiple_of use_transformers_paged
             use_transformers_continuous_batching transformers_continuous_batching_config
             gradient_checkpointing_kwargs torch_compile use_liger_kernel
             """

@@ -97,6 +97,8 @@ class SamplingOptions(Options):
     """Nucleus sampling: keep the smallest token set with this much probability (1.0 keeps all)."""
     top_k: int = 0
     """Keep only the k most likely tokens when sampling (0 keeps all)."""
+    cache_implementation: Literal["dynamic", "static"] = "dynamic"
+    """transformers backend: ``static`` decodes over a fixed-size KV cache, each token a CUDA graph replay on a GPU."""
 
 
 @dataclass(frozen=True, kw_only=True)

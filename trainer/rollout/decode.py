@@ -61,14 +61,14 @@ def sample(
     if cached >= width or budget < 1:
         raise ValueError(f"sample needs cached < prompt width and max_new_tokens >= 1, got {cached}, {width}, {budget}")
     device = input_ids.device
-    warpers = _warpers(sampling)
+    warpers = warpers_for(sampling)
     eos = torch.tensor(list(eos_token_ids), dtype=torch.long, device=device)
     mask = torch.cat([attention_mask, attention_mask.new_ones(n, budget)], dim=1)  # (N, P + C): viewed, never copied
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]  # (N, P - K)
     step_ids = input_ids[:, cached:]  # (N, P - K): what the first forward feeds
     out = input_ids.new_full((n, budget), pad_token_id)  # (N, C)
     alive = torch.ones(n, dtype=torch.bool, device=device)  # (N,) rows that have not reached EOS
-    check_every = _stop_check_every(device)
+    check_every = stop_check_every(device)
     keywords = {cache_keyword(model): cache, **_logits_to_keep(model)}
     steps = budget
     for t in range(budget):
@@ -79,14 +79,7 @@ def sample(
             use_cache=True,
             **keywords,
         ).logits  # (N, T, V)
-        scores = logits[:, -1].to(dtype=torch.float32, copy=True)  # (N, V), as generate takes them
-        for warp in warpers:
-            scores = warp(out, scores)
-        if sampling.temperature > 0:
-            token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)  # (N,)
-        else:
-            token = scores.argmax(dim=-1)  # (N,)
-        token = torch.where(alive, token, pad_token_id)
+        token = draw(logits[:, -1], out, warpers, sampling, alive, pad_token_id)  # (N,)
         out[:, t] = token
         alive &= ~torch.isin(token, eos)
         if ((t + 1) % check_every == 0 or t + 1 == budget) and not bool(alive.any()):
@@ -95,17 +88,39 @@ def sample(
         step_ids = token[:, None]  # (N, 1)
         position_ids = position_ids[:, -1:] + 1  # (N, 1)
     if check_every > 1 and steps < budget:
-        steps = _last_needed_step(out[:, :steps], eos)
+        steps = last_needed_step(out[:, :steps], eos)
     return out[:, :steps]
 
 
-def _stop_check_every(device: torch.device) -> int:
+def draw(
+    logits: torch.Tensor,
+    out: torch.Tensor,
+    warpers: list[Any],
+    sampling: SamplingParams,
+    alive: torch.Tensor,
+    pad_token_id: int,
+) -> torch.Tensor:
+    """The next token of each row from its last position's ``(N, V)`` logits, as ``generate`` draws it: float32
+    scores through ``warpers`` (given the ``(N, C)`` tokens ``out`` so far), ``torch.multinomial`` (``argmax`` at
+    temperature 0); rows no longer ``alive`` get ``pad_token_id``. Returns an ``(N,)`` long tensor."""
+    scores = logits.to(dtype=torch.float32, copy=True)  # (N, V), as generate takes them (a copy: a CUDA graph's
+    # output buffer is overwritten by its next replay)
+    for warp in warpers:
+        scores = warp(out, scores)
+    if sampling.temperature > 0:
+        token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)  # (N,)
+    else:
+        token = scores.argmax(dim=-1)  # (N,)
+    return torch.where(alive, token, pad_token_id)
+
+
+def stop_check_every(device: torch.device) -> int:
     """Tokens between reads of "have all rows ended?": every token on a CPU (a read costs nothing there),
     ``_CUDA_STOP_CHECK_EVERY`` on a GPU (a read waits for the queued kernels)."""
     return _CUDA_STOP_CHECK_EVERY if device.type == "cuda" else 1
 
 
-def _warpers(sampling: SamplingParams) -> list[Any]:
+def warpers_for(sampling: SamplingParams) -> list[Any]:
     """``generate``'s sampling warpers for these settings, in its order (none when greedy)."""
     if sampling.temperature <= 0:
         return []
@@ -125,7 +140,7 @@ def _logits_to_keep(model: torch.nn.Module) -> dict[str, int]:
     return {"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(model) else {}
 
 
-def _last_needed_step(tokens: torch.Tensor, eos: torch.Tensor) -> int:
+def last_needed_step(tokens: torch.Tensor, eos: torch.Tensor) -> int:
     """The number of leading columns of ``(N, c)`` ``tokens`` (every row ended within them) up to the latest
     first EOS of any row: the columns after it are padding in every row."""
     is_eos = torch.isin(tokens, eos)  # (N, c)

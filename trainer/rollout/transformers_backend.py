@@ -31,6 +31,7 @@ from trainer.rollout.base import (
 from trainer.rollout.decode import sample
 from trainer.rollout.forward import cache_keyword, prefill, prompt_cache_applies
 from trainer.rollout.kv_cache import decode_cache
+from trainer.rollout.static_decode import StaticDecoder
 
 
 class TransformersBackend:
@@ -47,6 +48,9 @@ class TransformersBackend:
         share_prompts: prefill each distinct prompt once and copy its KV cache to its ``num_generations`` rows
             (:meth:`generate`), where :func:`trainer.rollout.forward.prompt_cache_applies` and not with
             ``synced_gpus``; the same logits, so the same samples, with ``1/num_generations`` of the prompt work.
+        cache_implementation: ``static``: :meth:`generate` decodes over a static KV cache, each token one CUDA
+            graph replay on a GPU (:class:`trainer.rollout.static_decode.StaticDecoder`), where the shared prefill
+            would apply; ``dynamic``: the appending cache.
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class TransformersBackend:
         autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
         synced_gpus: bool = False,
         share_prompts: bool = True,
+        cache_implementation: str = "dynamic",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -71,6 +76,9 @@ class TransformersBackend:
         self.use_chat_template = self.prompts.use_chat_template
         self.pad_token_id = self.prompts.pad_token_id
         self.eos_token_ids = eos_token_ids(model, tokenizer)
+        if cache_implementation not in ("dynamic", "static"):
+            raise ValueError(f"cache_implementation must be 'dynamic' or 'static', got {cache_implementation!r}")
+        self.static = StaticDecoder(model) if cache_implementation == "static" and not synced_gpus else None
 
     def render(self, prompt: Prompt) -> str:
         """See :meth:`PromptEncoder.render`."""
@@ -91,7 +99,11 @@ class TransformersBackend:
         self.model.eval()
         try:
             with self.autocast():
-                if not self.synced_gpus and prompt_cache_applies(self.model):
+                if self.static is not None and prompt_cache_applies(self.model):
+                    completion_ids = self.static.sample(
+                        ids, mask, sampling, self.eos_token_ids, self.pad_token_id, self.prompts.max_prompt_length
+                    )  # (N, C)
+                elif not self.synced_gpus and prompt_cache_applies(self.model):
                     cache = self._prompt_cache(prompt_ids, prompt_mask, num_generations)
                     completion_ids = sample(
                         self.model, ids, mask, cache, sampling, self.eos_token_ids, self.pad_token_id
