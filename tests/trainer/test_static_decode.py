@@ -64,14 +64,14 @@ def test_one_cache_serves_every_call_of_a_shape(backend: TransformersBackend) ->
     sampling = SamplingParams(max_new_tokens=12)
     ids, mask = _rows(backend, 2)
     decoder.sample(ids, mask, sampling, [10**6], backend.pad_token_id, max_prompt_length=32)
-    first = decoder.cache(4, 32 + 12)
+    first = decoder.cache(4, 32 + 12, torch.float32)
     torch.manual_seed(9)
     again = decoder.sample(ids, mask, sampling, [10**6], backend.pad_token_id, max_prompt_length=32)
     torch.manual_seed(9)
     fresh = StaticDecoder(backend.model).sample(ids, mask, sampling, [10**6], backend.pad_token_id, 32)
     assert torch.equal(again, fresh)
     decoder.sample(ids[:, 2:], mask[:, 2:], sampling, [10**6], backend.pad_token_id, max_prompt_length=32)
-    assert decoder.cache(4, 44) is first and len(decoder._caches) == 1
+    assert decoder.cache(4, 44, torch.float32) is first and len(decoder._caches) == 1
 
 
 def test_a_prompt_wider_than_the_room_is_refused(backend: TransformersBackend) -> None:
@@ -103,3 +103,23 @@ def test_the_option_is_checked_and_carries_over_from_trl(trl: str, ours: str) ->
     with pytest.raises(ConfigError, match="cache_implementation"):
         config_from_dict({**needed, "cache_implementation": "paged"})
     assert convert({"cache_implementation": trl, "max_steps": 1}, "trl").options["cache_implementation"] == ours
+
+
+def test_under_bf16_autocast_keys_and_values_are_cached_in_bf16(backend: TransformersBackend) -> None:
+    """Under autocast the rotary embedding gives float32 keys and the projection bf16 values; the cache holds both
+    in bf16 (what attention reads them in) and samples what the appending loop samples under the same autocast."""
+    sampling = SamplingParams(max_new_tokens=12)
+    ids, mask = _rows(backend, 3)
+    decoder = StaticDecoder(backend.model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.manual_seed(4)
+        theirs = decode.sample(backend.model, ids, mask, decode_cache(), sampling, [10**6], backend.pad_token_id)
+        torch.manual_seed(4)
+        ours = decoder.sample(ids, mask, sampling, [10**6], backend.pad_token_id)
+    (cache,) = decoder._caches.values()
+    assert (
+        {layer.keys.dtype for layer in cache.layers}
+        == {layer.values.dtype for layer in cache.layers}
+        == {torch.bfloat16}
+    )
+    assert float((ours == theirs).float().mean()) >= 0.9

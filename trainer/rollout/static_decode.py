@@ -23,6 +23,7 @@ compilation disabled, so it gets the static cache without the graph).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -64,12 +65,16 @@ class StaticDecoder:
                 self._step = get(None) if callable(get) else torch.compile(self.model, mode="reduce-overhead")
         return self._step
 
-    def cache(self, rows: int, length: int) -> Any:
-        """The ``StaticCache`` of ``rows x length`` positions, emptied; made on the first call of that shape."""
-        key = (rows, length)
+    def cache(self, rows: int, length: int, dtype: torch.dtype) -> Any:
+        """The ``StaticCache`` of ``rows x length`` positions holding keys and values in ``dtype``, emptied; made on
+        the first call of that shape and dtype."""
+        key = (rows, length, dtype)
         cache = self._caches.get(key)
         if cache is None:
             cache = StaticCache(config=self.model.config, max_cache_len=length)  # type: ignore[arg-type]
+            for layer in cache.layers:
+                layer.__class__ = _casting(type(layer))
+                layer.cache_dtype = dtype
             self._caches[key] = cache
         else:
             cache.reset()
@@ -109,7 +114,7 @@ class StaticDecoder:
             raise ValueError(f"prompt width {width} is over max_prompt_length {room}")
         length = room + budget
         device = input_ids.device
-        cache = self.cache(n, length)
+        cache = self.cache(n, length, _state_dtype(self.model, device))
         mask = attention_mask.new_ones(n, length)  # (N, L): the prompts' padding, then ones (causality masks ahead)
         mask[:, :width] = attention_mask
         warpers = warpers_for(sampling)
@@ -160,3 +165,24 @@ class StaticDecoder:
         """``{"cache_position": positions}`` for a forward that takes it (before transformers 5.20, where the
         static cache is written at those positions), else ``{}`` (the cache counts its own length)."""
         return {"cache_position": positions} if self._takes_cache_position else {}
+
+
+@functools.cache
+def _casting(layer_class: type) -> type:
+    """``layer_class`` storing keys and values in one dtype, its instances' ``cache_dtype`` (one class per layer
+    class). Under autocast the keys come out of the rotary embedding in float32 and the values in bf16, and a static
+    layer allocates both in the keys' dtype (transformers 5.17) or each in its own (5.25); attention then reads
+    them in the autocast dtype either way."""
+
+    def update(self: Any, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        dtype = self.cache_dtype
+        return layer_class.update(self, key_states.to(dtype), value_states.to(dtype), *args, **kwargs)
+
+    return type(f"Casting{layer_class.__name__}", (layer_class,), {"update": update})
+
+
+def _state_dtype(model: torch.nn.Module, device: torch.device) -> torch.dtype:
+    """The dtype attention computes in: autocast's on ``device`` when it is on, else the model's parameters'."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return next(model.parameters()).dtype
