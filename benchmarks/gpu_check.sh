@@ -99,7 +99,7 @@ for name, value in rows.items():
 PYEOF
 
 echo "== 5. generation alone: model.generate and the trainer's decode loop, same shape, bf16 autocast"
-stage "decode_cache" timeout 240 "$PY" benchmarks/decode_cache.py --device cuda --bf16 --hidden-size 896 --layers 24 \
+stage "decode_cache" timeout 300 "$PY" benchmarks/decode_cache.py --device cuda --bf16 --hidden-size 896 --layers 24 \
     --heads 14 --kv-heads 2 --intermediate-size 4864 --vocab-size 151936 --prompts 16 --generations 8 \
     --completion-length 256 --rounds 2
 
