@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import random
 import re
 from pathlib import Path
 
@@ -178,6 +179,25 @@ def calibrate(
     return alpha, share, trace
 
 
+def lean_targets(count: int, lean: float, seed: int) -> list[float]:
+    """Per new verb, the ``+`` share its start is calibrated to: ``0.5 + lean`` for half of them and ``0.5 - lean``
+    for the rest (the larger half for an odd count), which half drawn from ``seed`` alone, never from the verbs'
+    operations, so a start leans the right way for about half the verbs whatever they mean.
+
+    A start at 1/2 sits where greedy decoding flips with any small move of the logits (the control's random
+    walk included); a lean of 0.25 puts each verb about 1.1 nats of logit away from that edge while still sampling
+    the other operation a quarter of the time.
+
+    Raises:
+        ValueError: ``lean`` outside [0, 0.5).
+    """
+    if not 0 <= lean < 0.5:
+        raise ValueError(f"lean must be in [0, 0.5), got {lean}")
+    sides = [1.0] * (count // 2) + [-1.0] * (count - count // 2)
+    random.Random(seed).shuffle(sides)
+    return [0.5 + side * lean for side in sides]
+
+
 def calibrate_per_verb(
     model: torch.nn.Module,
     tokenizer: object,
@@ -186,11 +206,13 @@ def calibrate_per_verb(
     prompt_verbs: list[int],
     *,
     spread: float,
+    targets: list[float] | None = None,
     samples: int = 8,
     iterations: int = 10,
     seed: int = 0,
 ) -> tuple[list[float], list[float]]:
-    """Bisect one ``alpha`` per new verb, all at once, each towards a ``+`` share of 1/2 on its own prompts.
+    """Bisect one ``alpha`` per new verb, all at once, each towards a ``+`` share of ``targets[v]`` (default 1/2) on
+    its own prompts.
 
     Every iteration sets every verb's row at the middle of its own interval (with its :func:`identity_offsets`
     at ``spread``), samples all prompts once, and moves each verb's interval by the share of its prompts.
@@ -199,7 +221,7 @@ def calibrate_per_verb(
         prompt_verbs: for each prompt, the index into ``ids[2]`` of the new verb it uses.
 
     Returns:
-        ``(alphas, shares)``: per new verb, the ``alpha`` tried closest to 1/2 and its share.
+        ``(alphas, shares)``: per new verb, the ``alpha`` tried closest to its target and its share.
 
     Raises:
         ValueError: a new verb has no prompt to calibrate on.
@@ -208,17 +230,18 @@ def calibrate_per_verb(
     missing = sorted(set(range(len(hard))) - set(prompt_verbs))
     if missing:
         raise ValueError(f"no calibration prompt uses new verb(s) {missing}: raise --calibration-prompts")
+    goal = targets if targets is not None else [0.5] * len(hard)
     low, high = [0.0] * len(hard), [1.0] * len(hard)
-    best: list[tuple[float, float]] = [(0.5, -1.0)] * len(hard)  # (alpha, share) closest to 1/2 so far
+    best: list[tuple[float, float]] = [(0.5, -1.0)] * len(hard)  # (alpha, share) closest to its goal so far
     for _ in range(iterations):
         alphas = [(lo + hi) / 2 for lo, hi in zip(low, high, strict=True)]
         start_new_verbs(model, plus, minus, hard, alphas, spread=spread, seed=seed)
         ops = first_operations(model, tokenizer, prompts, samples, seed)
         for v, alpha in enumerate(alphas):
             share = _share([op for i, op in enumerate(ops) if prompt_verbs[i // samples] == v])
-            if abs(share - 0.5) < abs(best[v][1] - 0.5):
+            if abs(share - goal[v]) < abs(best[v][1] - goal[v]):
                 best[v] = (alpha, share)
-            low[v], high[v] = (alpha, high[v]) if share < 0.5 else (low[v], alpha)
+            low[v], high[v] = (alpha, high[v]) if share < goal[v] else (low[v], alpha)
     start_new_verbs(model, plus, minus, hard, [a for a, _ in best], spread=spread, seed=seed)
     return [a for a, _ in best], [s for _, s in best]
 
@@ -234,6 +257,13 @@ def main() -> None:
     )
     parser.add_argument("--calibration-prompts", type=int, default=64, help="how many of them")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--lean",
+        type=float,
+        default=0.0,
+        help="with per-verb calibration: half the new verbs (drawn from --seed, not from their operation) start at a "
+        "+ share of 0.5 + lean, the other half at 0.5 - lean (0: every verb at 0.5)",
+    )
     parser.add_argument(
         "--spread",
         type=float,
@@ -253,10 +283,11 @@ def main() -> None:
     report: dict[str, object] = {"alpha": 0.5}
     if args.prompts is None:
         start_new_verbs(model, *ids, alpha=0.5, spread=args.spread, seed=args.seed)
-    elif args.spread > 0:
+    elif args.spread > 0 or args.lean > 0:
         with args.prompts.open() as f:
             rows = [json.loads(line) for line in f][: args.calibration_prompts]
         hard = list(prepare.HARD_VERBS)
+        targets = lean_targets(len(hard), args.lean, args.seed)
         alphas, shares = calibrate_per_verb(
             model,
             tokenizer,
@@ -264,9 +295,10 @@ def main() -> None:
             [r["prompt"] for r in rows],
             [hard.index(r["type"]) for r in rows],
             spread=args.spread,
+            targets=targets,
             seed=args.seed,
         )
-        report = {"alpha": alphas, "plus_share": shares, "spread": args.spread, "verbs": hard}
+        report = {"alpha": alphas, "plus_share": shares, "targets": targets, "spread": args.spread, "verbs": hard}
         print(f"spread {args.spread}: per-verb alpha {[round(a, 4) for a in alphas]}, + share {shares}")
     else:
         with args.prompts.open() as f:

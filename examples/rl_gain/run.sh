@@ -28,6 +28,8 @@
 #   CALIBRATION_PROMPTS=8 ... run.sh               RL prompts the new verbs' start is calibrated on (default 64)
 #   SPREAD=1 CALIBRATION_PROMPTS=256 ... run.sh    each new verb its own row and its own calibration (default 0:
 #                                                  one row shared by all new verbs; new_words.py --spread)
+#   LEAN=0.25 ... run.sh                           half the new verbs start at a + share of 0.75, half at 0.25
+#                                                  (which half from SEED, not from their meaning; --lean)
 #   RL_SETS="beta=0.0" ... run.sh                  extra --set options for every RL arm (space-separated key=value;
 #                                                  beta=0.0 is the no-KL setting of the docs' second table)
 set -euo pipefail
@@ -46,6 +48,7 @@ COLD_START="${COLD_START:-}"
 RL_SETS="${RL_SETS:-}"
 CALIBRATION_PROMPTS="${CALIBRATION_PROMPTS:-64}"
 SPREAD="${SPREAD:-0}"
+LEAN="${LEAN:-0}"
 EX=examples/rl_gain
 URL="reward_server_urls=[http://127.0.0.1:$PORT]"
 mkdir -p "$OUT"
@@ -101,7 +104,7 @@ fi
 # that the start writes either operation equally often (new_words.py says why); this is every arm's start.
 START="$OUT/start"
 phase new_words "$PYTHON" "$EX/new_words.py" "$COLD_START" "$START" --prompts "$OUT/data/rl_prompts.jsonl" \
-  --calibration-prompts "$CALIBRATION_PROMPTS" --seed "$SEED" --spread "$SPREAD"
+  --calibration-prompts "$CALIBRATION_PROMPTS" --seed "$SEED" --spread "$SPREAD" --lean "$LEAN"
 phase eval_start evaluate start "$START"
 
 for arm in $ARMS; do
