@@ -63,6 +63,63 @@ def test_calibration_bisects_to_an_even_share(monkeypatch: pytest.MonkeyPatch) -
     assert model.embed.weight[2].tolist() == pytest.approx([alpha, 1 - alpha])
 
 
+def test_identity_offsets_follow_the_known_rows_and_say_nothing_of_the_operation() -> None:
+    """Offsets are combinations of the known rows' deviations (so they lie in their span) with no component along
+    mean(+) - mean(-); the same seed gives the same offsets, and with ``spread`` each new row is its mix plus its
+    own offset."""
+    table = torch.tensor(
+        [[2.0, 0.0, 1.0], [4.0, 0.0, -1.0], [0.0, 2.0, 3.0], [0.0, 4.0, -3.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    )
+    offsets = new_words.identity_offsets(table, [0, 1], [2, 3], 2, seed=7)
+    axis = table[:2].mean(0) - table[2:4].mean(0)  # (3, -3, 0)
+    assert (offsets @ axis).abs().max() < 1e-5
+    assert offsets.abs().sum() > 0 and not torch.allclose(offsets[0], offsets[1])
+    assert torch.equal(offsets, new_words.identity_offsets(table, [0, 1], [2, 3], 2, seed=7))
+    model = _Tied(table)
+    new_words.start_new_verbs(model, [0, 1], [2, 3], [4, 5], [0.25, 0.75], spread=2.0, seed=7)
+    mixes = torch.stack(
+        [0.25 * table[:2].mean(0) + 0.75 * table[2:4].mean(0), 0.75 * table[:2].mean(0) + 0.25 * table[2:4].mean(0)]
+    )
+    assert torch.allclose(model.embed.weight[4:], mixes + 2.0 * offsets)
+
+
+def test_lean_targets_split_the_verbs_by_seed_alone() -> None:
+    targets = new_words.lean_targets(8, 0.25, seed=1)
+    assert sorted(targets) == [0.25] * 4 + [0.75] * 4
+    assert targets == new_words.lean_targets(8, 0.25, seed=1)
+    assert len({tuple(new_words.lean_targets(8, 0.25, seed=s)) for s in range(10)}) > 1
+    assert new_words.lean_targets(3, 0.0, seed=1) == [0.5, 0.5, 0.5]
+    with pytest.raises(ValueError, match="lean must be in"):
+        new_words.lean_targets(8, 0.5, seed=1)
+
+
+def test_per_verb_calibration_bisects_each_verb_to_its_own_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in sampler: each prompt's operation is + with a probability that grows with its verb's row's first
+    coordinate (0.5 at 0.7 for verb 0, at 0.4 for verb 1), drawn deterministically as a share of 64 samples. Each
+    verb's alpha is bisected on its own prompts to its own target."""
+    table = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
+    model = _Tied(table)
+    centre = [0.7, 0.4]
+
+    def ops(m: _Tied, _tok: object, prompts: list[str], samples: int, _seed: int) -> list[str]:
+        out = []
+        for i in range(len(prompts)):
+            v = i % 2
+            p = float(torch.sigmoid(40 * (m.embed.weight[2 + v, 0].detach() - centre[v])))
+            plus = round(p * samples)
+            out += ["+"] * plus + ["-"] * (samples - plus)
+        return out
+
+    monkeypatch.setattr(new_words, "first_operations", ops)
+    alphas, shares = new_words.calibrate_per_verb(
+        model, None, ([0], [1], [2, 3]), ["p"] * 4, [0, 1, 0, 1], spread=0.0, targets=[0.5, 0.5], samples=64
+    )
+    assert abs(alphas[0] - 0.7) < 0.01 and abs(alphas[1] - 0.4) < 0.01
+    assert all(abs(s - 0.5) < 0.05 for s in shares)
+    with pytest.raises(ValueError, match=r"no calibration prompt uses new verb\(s\) \[1\]"):
+        new_words.calibrate_per_verb(model, None, ([0], [1], [2, 3]), ["p"], [0], spread=0.0)
+
+
 def test_answers_follow_the_verb_and_the_split_is_disjoint() -> None:
     train, test = prepare.problems(prepare.HARD_VERBS, seed=1, n_test=200)
     # every pair a >= b of two-digit numbers (4,095 of them) with each of the eight new verbs
