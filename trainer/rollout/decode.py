@@ -17,6 +17,7 @@ waits for the GPU); the few extra steps this may run produce only padding, which
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -60,33 +61,58 @@ def sample(
     cached = int(cache.get_seq_length())
     if cached >= width or budget < 1:
         raise ValueError(f"sample needs cached < prompt width and max_new_tokens >= 1, got {cached}, {width}, {budget}")
-    device = input_ids.device
+    mask = torch.cat([attention_mask, attention_mask.new_ones(n, budget)], dim=1)  # (N, P + C): viewed, never copied
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]  # (N, P - K)
+    keywords = {cache_keyword(model): cache, **_logits_to_keep(model)}
+
+    def step(token: torch.Tensor | None, t: int) -> torch.Tensor:
+        nonlocal positions
+        if token is not None:
+            positions = positions[:, -1:] + 1  # (N, 1)
+        return model(
+            input_ids=input_ids[:, cached:] if token is None else token[:, None],  # (N, P - K), then (N, 1)
+            attention_mask=mask[:, : width + t],
+            position_ids=positions,
+            use_cache=True,
+            **keywords,
+        ).logits[:, -1]  # (N, V)
+
+    return decode_loop(step, input_ids, sampling, eos_token_ids, pad_token_id)
+
+
+def decode_loop(
+    step: Callable[[torch.Tensor | None, int], torch.Tensor],
+    input_ids: torch.Tensor,
+    sampling: SamplingParams,
+    eos_token_ids: list[int] | tuple[int, ...],
+    pad_token_id: int,
+) -> torch.Tensor:
+    """The loop both decoders share: ``step(None, 0)`` feeds the prompts and ``step(token, t)`` the ``(N,)`` tokens
+    drawn at ``t - 1``, each returning the next position's ``(N, V)`` logits; a token is drawn from them
+    (:func:`draw`), rows that drew an EOS end, and the loop stops when every row has ended (read every
+    :func:`stop_check_every` tokens) or at the budget ``C``.
+
+    Args:
+        input_ids: the ``(N, P)`` prompts (their rows, device and dtype).
+
+    Returns:
+        ``(N, c)`` long tensor of new tokens, ``c <= C``: ``c`` is where the last row ended (at EOS), else ``C``.
+    """
+    n, budget, device = input_ids.shape[0], sampling.max_new_tokens, input_ids.device
     warpers = warpers_for(sampling)
     eos = torch.tensor(list(eos_token_ids), dtype=torch.long, device=device)
-    mask = torch.cat([attention_mask, attention_mask.new_ones(n, budget)], dim=1)  # (N, P + C): viewed, never copied
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]  # (N, P - K)
-    step_ids = input_ids[:, cached:]  # (N, P - K): what the first forward feeds
     out = input_ids.new_full((n, budget), pad_token_id)  # (N, C)
     alive = torch.ones(n, dtype=torch.bool, device=device)  # (N,) rows that have not reached EOS
     check_every = stop_check_every(device)
-    keywords = {cache_keyword(model): cache, **_logits_to_keep(model)}
+    token: torch.Tensor | None = None
     steps = budget
     for t in range(budget):
-        logits = model(
-            input_ids=step_ids,
-            attention_mask=mask[:, : width + t],
-            position_ids=position_ids,
-            use_cache=True,
-            **keywords,
-        ).logits  # (N, T, V)
-        token = draw(logits[:, -1], out, warpers, sampling, alive, pad_token_id)  # (N,)
+        token = draw(step(token, t), out, warpers, sampling, alive, pad_token_id)  # (N,)
         out[:, t] = token
         alive &= ~torch.isin(token, eos)
         if ((t + 1) % check_every == 0 or t + 1 == budget) and not bool(alive.any()):
             steps = t + 1
             break
-        step_ids = token[:, None]  # (N, 1)
-        position_ids = position_ids[:, -1:] + 1  # (N, 1)
     if check_every > 1 and steps < budget:
         steps = last_needed_step(out[:, :steps], eos)
     return out[:, :steps]

@@ -31,7 +31,7 @@ import torch
 from transformers import StaticCache
 
 from trainer.rollout.base import SamplingParams
-from trainer.rollout.decode import draw, last_needed_step, stop_check_every, warpers_for
+from trainer.rollout.decode import decode_loop
 from trainer.rollout.forward import cache_keyword, forward_parameters
 
 
@@ -50,7 +50,7 @@ class StaticDecoder:
         self.model = model
         self.device = next(model.parameters()).device
         self.compile = self.device.type == "cuda" if compile is None else compile
-        self._caches: dict[tuple[int, int], Any] = {}
+        self._caches: dict[tuple[int, int, torch.dtype], Any] = {}
         self._step: Callable[..., Any] | None = None
         self._cache_keyword = cache_keyword(model)
         self._takes_cache_position = "cache_position" in forward_parameters(model)  # transformers < 5.20
@@ -72,8 +72,9 @@ class StaticDecoder:
         cache = self._caches.get(key)
         if cache is None:
             cache = StaticCache(config=self.model.config, max_cache_len=length)  # type: ignore[arg-type]
+            layer: Any
             for layer in cache.layers:
-                layer.__class__ = _casting(type(layer))
+                layer.__class__ = _casting(type(layer))  # type: ignore[arg-type]
                 layer.cache_dtype = dtype
             self._caches[key] = cache
         else:
@@ -117,49 +118,38 @@ class StaticDecoder:
         cache = self.cache(n, length, _state_dtype(self.model, device))
         mask = attention_mask.new_ones(n, length)  # (N, L): the prompts' padding, then ones (causality masks ahead)
         mask[:, :width] = attention_mask
-        warpers = warpers_for(sampling)
-        eos = torch.tensor(list(eos_token_ids), dtype=torch.long, device=device)
-        out = input_ids.new_full((n, budget), pad_token_id)  # (N, C)
-        alive = torch.ones(n, dtype=torch.bool, device=device)  # (N,)
-        check_every = stop_check_every(device)
-        logits_to_keep = {"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(self.model) else {}
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P)
-        logits = self.model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=position_ids,
-            use_cache=True,
-            **{self._cache_keyword: cache},
-            **self._cache_position(torch.arange(width, device=device)),
-            **logits_to_keep,
-        ).logits  # (N, 1, V)
+        keywords = {
+            self._cache_keyword: cache,
+            **({"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(self.model) else {}),
+        }
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P)
         forward = self.step_forward()
-        position = position_ids[:, -1:]  # (N, 1)
-        steps = budget
-        for t in range(budget):
-            token = draw(logits[:, -1], out, warpers, sampling, alive, pad_token_id)  # (N,)
-            out[:, t] = token
-            alive &= ~torch.isin(token, eos)
-            if ((t + 1) % check_every == 0 or t + 1 == budget) and not bool(alive.any()):
-                steps = t + 1
-                break
-            if t + 1 == budget:
-                break
-            position = position + 1
-            if self.compile and self.device.type == "cuda":
+        graphs = self.compile and device.type == "cuda"
+
+        def step(token: torch.Tensor | None, t: int) -> torch.Tensor:
+            nonlocal positions
+            if token is None:  # the prompts, eagerly (their width varies from call to call)
+                return self.model(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    use_cache=True,
+                    **self._cache_position(torch.arange(width, device=device)),
+                    **keywords,
+                ).logits[:, -1]  # (N, V)
+            positions = positions[:, -1:] + 1  # (N, 1)
+            if graphs:
                 torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are consumed
-            logits = forward(
+            return forward(
                 input_ids=token[:, None],
                 attention_mask=mask,
-                position_ids=position,
+                position_ids=positions,
                 use_cache=True,
-                **{self._cache_keyword: cache},
-                **self._cache_position(torch.full((1,), width + t, dtype=torch.long, device=device)),
-                **logits_to_keep,
-            ).logits  # (N, 1, V)
-        if check_every > 1 and steps < budget:
-            steps = last_needed_step(out[:, :steps], eos)
-        return out[:, :steps]
+                **self._cache_position(torch.full((1,), width + t - 1, dtype=torch.long, device=device)),
+                **keywords,
+            ).logits[:, -1]  # (N, V)
+
+        return decode_loop(step, input_ids, sampling, eos_token_ids, pad_token_id)
 
     def _cache_position(self, positions: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{"cache_position": positions}`` for a forward that takes it (before transformers 5.20, where the
@@ -168,7 +158,7 @@ class StaticDecoder:
 
 
 @functools.cache
-def _casting(layer_class: type) -> type:
+def _casting(layer_class: Any) -> type:
     """``layer_class`` storing keys and values in one dtype, its instances' ``cache_dtype`` (one class per layer
     class). Under autocast the keys come out of the rotary embedding in float32 and the values in bf16, and a static
     layer allocates both in the keys' dtype (transformers 5.17) or each in its own (5.25); attention then reads
