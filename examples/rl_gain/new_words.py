@@ -20,7 +20,16 @@ RL prompts are ``+``. The calibration reads only prompts and the start's own sam
 worked solution of the RL regime. All new verbs share the row, so the start cannot tell them apart; that is what
 the reward has to teach.
 
-    python examples/rl_gain/new_words.py CHECKPOINT OUT_DIR [--prompts RL_PROMPTS.jsonl]
+A shared row has a cost, measured on an AMD EPYC (docs/examples/rl_gain.md): whatever the update does to how the
+network reads that row, it does to all eight verbs at once, and in one seed of three GRPO settled on ``+`` for
+every new verb (+5 points). With ``--spread`` each new verb gets its own row: the mix plus an offset drawn from the
+known verbs' own spread with its component along the ``+``/``-`` axis removed (:func:`identity_offsets`, as
+``resize_token_embeddings(mean_resizing=True)`` draws new rows from the old rows' covariance), and its own
+``alpha``, bisected on the prompts that use it (:func:`calibrate_per_verb`). The verbs are then told apart from
+the start but still told nothing of their operation. ``--lean`` moves half of them (drawn from the seed) off the
+even share, to ``0.5 +- lean``.
+
+    python examples/rl_gain/new_words.py CHECKPOINT OUT_DIR [--prompts RL_PROMPTS.jsonl] [--spread 1] [--lean 0.25]
 """
 
 from __future__ import annotations

@@ -25,9 +25,11 @@
 #   EVAL_PROMPTS=20 ... run.sh                     evaluate on the first 20 held-out problems only (a check)
 #   THREADS=1 ... run.sh                           torch threads of the trainer (default 1: fastest for this model
 #                                                  on a shared 2-core machine)
-#   CALIBRATION_PROMPTS=8 ... run.sh               RL prompts the new verbs' start is calibrated on (default 64)
-#   SPREAD=1 CALIBRATION_PROMPTS=256 ... run.sh    each new verb its own row and its own calibration (default 0:
-#                                                  one row shared by all new verbs; new_words.py --spread)
+#   CALIBRATION_PROMPTS=32 ... run.sh              RL prompts the new verbs' start is calibrated on (default 128;
+#                                                  each new verb needs some)
+#   SPREAD=0 CALIBRATION_PROMPTS=64 ... run.sh     one row shared by all new verbs, calibrated together (the
+#                                                  default until 2026-12-04; default SPREAD=1: each new verb its own
+#                                                  row and its own calibration, new_words.py --spread)
 #   LEAN=0.25 ... run.sh                           half the new verbs start at a + share of 0.75, half at 0.25
 #                                                  (which half from SEED, not from their meaning; --lean)
 #   RL_SETS="beta=0.0" ... run.sh                  extra --set options for every RL arm (space-separated key=value;
@@ -46,8 +48,8 @@ THREADS="${THREADS:-1}"
 EVAL_PROMPTS="${EVAL_PROMPTS:-null}"
 COLD_START="${COLD_START:-}"
 RL_SETS="${RL_SETS:-}"
-CALIBRATION_PROMPTS="${CALIBRATION_PROMPTS:-64}"
-SPREAD="${SPREAD:-0}"
+CALIBRATION_PROMPTS="${CALIBRATION_PROMPTS:-128}"
+SPREAD="${SPREAD:-1}"
 LEAN="${LEAN:-0}"
 EX=examples/rl_gain
 URL="reward_server_urls=[http://127.0.0.1:$PORT]"
@@ -100,8 +102,9 @@ if [ -z "$COLD_START" ]; then
     --set "seed=$SEED"
   COLD_START="$OUT/sft/checkpoint-$SFT_STEPS"
 fi
-# The new verbs start between the known + and - verbs' embeddings, calibrated on the RL prompts (no answers) so
-# that the start writes either operation equally often (new_words.py says why); this is every arm's start.
+# The new verbs start between the known + and - verbs' embeddings, each its own row, calibrated on the RL prompts
+# (no answers) so that the start writes either operation equally often for each verb (new_words.py says why); this
+# is every arm's start.
 START="$OUT/start"
 phase new_words "$PYTHON" "$EX/new_words.py" "$COLD_START" "$START" --prompts "$OUT/data/rl_prompts.jsonl" \
   --calibration-prompts "$CALIBRATION_PROMPTS" --seed "$SEED" --spread "$SPREAD" --lean "$LEAN"

@@ -209,7 +209,7 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
         "SFT_STEPS": "4",
         "RL_STEPS": "1",
         "EVAL_PROMPTS": "8",
-        "CALIBRATION_PROMPTS": "4",
+        "CALIBRATION_PROMPTS": "32",  # the one step's 32 prompts: every new verb is among them (seed 0)
         "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
     }
     done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=1200)
