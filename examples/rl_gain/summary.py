@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 from collections import defaultdict
 from importlib import metadata
@@ -81,6 +82,39 @@ def _by_type(run: Path, arm: str) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in sorted(right.items())}
 
 
+_OPERATION = re.compile(r"\d ([+-]) \d")
+
+
+def _operation_split(run: Path, arm: str) -> dict[str, float]:
+    """Whether the greedy answers chose the right operation, and how often the arithmetic was right when they did.
+
+    The operation is the first ``d op d`` of a completion's working; the right one is ``+`` where the answer is
+    above the problem's first number. Returns ``{"operation_right": share of answers with the right operation,
+    "correct_given_operation": share of those that are correct}`` (``{}`` without samples): what tells a loss of
+    the new verbs' meaning from a loss of the arithmetic.
+    """
+    samples, test = run / "eval" / arm / "samples.jsonl", run / "data" / "test.jsonl"
+    if not samples.exists() or not test.exists():
+        return {}
+    problems = [json.loads(line) for line in test.read_text().splitlines()]
+    right_op, correct, total = 0, 0.0, 0
+    for line in samples.read_text().splitlines():
+        row = json.loads(line)
+        problem = problems[row["source_index"]]
+        numbers = re.findall(r"\d+", problem.get("prompt", ""))
+        if not numbers or not str(problem.get("ground_truth", "")).isdigit():
+            continue  # not a problem of this example's form
+        truth = "+" if int(problem["ground_truth"]) > int(numbers[0]) else "-"
+        found = _OPERATION.search(row["completion"])
+        total += 1
+        if found and found.group(1) == truth:
+            right_op += 1
+            correct += float(row.get("reward") or 0.0)
+    if not total:
+        return {}
+    return {"operation_right": right_op / total, "correct_given_operation": correct / right_op if right_op else 0.0}
+
+
 def one_run(run: Path) -> dict[str, Any]:
     """The figures of one ``run.sh`` output directory: ``{arm: {pass1, pass1_t1, pass8_t1, easy_pass1, ...}}``."""
     out: dict[str, Any] = {}
@@ -96,6 +130,7 @@ def one_run(run: Path) -> dict[str, Any]:
             "pass8_t1": sampled.get("pass@8"),
             "easy_pass1": easy.get("pass@1"),
             "pass1_by_type": _by_type(run, arm),
+            **_operation_split(run, arm),
         }
     offline = _read(run / "rft_offline_sample" / "summary.json")
     if offline is not None and "rft_offline" in out:
@@ -140,6 +175,19 @@ def table(runs: list[dict[str, Any]]) -> str:
         for arm, _ in ARMS:
             if any(arm in r for r in runs):
                 cells = [_stat([r.get(arm, {}).get("pass1_by_type", {}).get(t) for r in runs], "%") for t in types]
+                lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    if any("operation_right" in a for r in runs for a in r.values() if isinstance(a, dict)):
+        lines += [
+            "",
+            "| greedy answers | right operation | correct, of those with the right operation |",
+            "| --- | --- | --- |",
+        ]
+        for arm, _ in ARMS:
+            if any(arm in r for r in runs):
+                cells = [
+                    _stat([r.get(arm, {}).get(k) for r in runs], "%")
+                    for k in ("operation_right", "correct_given_operation")
+                ]
                 lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     phases = sorted({p for r in runs for p in r["seconds"]}, key=lambda p: (p == "total", p))
     lines += ["", "| phase | seconds |", "| --- | --- |"]

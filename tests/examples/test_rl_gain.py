@@ -220,3 +220,27 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
         assert result[arm]["pass8_t1"] is not None
     assert len((out / "data" / "rl_prompts.jsonl").read_text().splitlines()) == 32  # 1 step of 32 prompts
     assert (out / "grpo" / "checkpoint-1").is_dir() and (out / "random_reward" / "checkpoint-1").is_dir()
+
+
+def test_the_operation_split_tells_the_verbs_meaning_from_the_arithmetic(tmp_path: Path) -> None:
+    """Four hand-made greedy answers: right operation and sum, right operation and a wrong sum, wrong operation,
+    no working: 2 of 4 with the right operation, 1 of those 2 correct."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "eval" / "grpo").mkdir(parents=True)
+    problems = [("Al has 30 cups. Al earns 12 cups.", "42"), ("Bo has 50 pens. Bo burns 20 pens.", "30")] * 2
+    (tmp_path / "data" / "test.jsonl").write_text(
+        "".join(json.dumps({"prompt": p, "ground_truth": g, "type": "x"}) + "\n" for p, g in problems)
+    )
+    answers = [
+        ("0 + 2 = 2.\n3 + 1 = 4.", 1.0),  # an earns problem: +, right
+        ("0 - 0 = 0.\n5 - 2 = 2.", 0.0),  # a burns problem: -, a wrong digit
+        ("0 - 2 = 8.\n3 - 1 = 1.", 0.0),  # an earns problem written as a minus
+        ("<answer>30</answer>", 0.0),  # no working
+    ]
+    (tmp_path / "eval" / "grpo" / "samples.jsonl").write_text(
+        "".join(
+            json.dumps({"completion": c, "reward": r, "source_index": i}) + "\n" for i, (c, r) in enumerate(answers)
+        )
+    )
+    split = summary._operation_split(tmp_path, "grpo")
+    assert split == {"operation_right": 0.5, "correct_given_operation": 0.5}
