@@ -25,8 +25,8 @@ def test_the_benchmark_imports_without_pytest(module: str) -> None:
 
 
 def test_decode_cache_benchmark_runs_and_all_sides_sample_the_same_tokens() -> None:
-    # The script exits non-zero if the appending cache or the decode loop sampled other tokens than generate with
-    # transformers' own cache.
+    # The script exits non-zero if the appending cache, the decode loop or the static-cache loop sampled other tokens
+    # than generate with transformers' own cache.
     args = ["--prompts", "2", "--generations", "2", "--completion-length", "70", "--rounds", "1", "--layers", "1"]
     out = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "decode_cache.py"), *args],
@@ -42,6 +42,7 @@ def test_decode_cache_benchmark_runs_and_all_sides_sample_the_same_tokens() -> N
         "generate, DynamicCache",
         "generate, appending cache",
         "decode loop, appending cache",
+        "decode loop, static cache",
     ]
     assert "x1.00" in lines[0].split()
     assert all(line.endswith("same tokens 100.0%") for line in lines)
