@@ -39,6 +39,7 @@ import importlib.util
 import json
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -176,16 +177,35 @@ def calibrate(
         ``(alpha, share, trace)``: the chosen ``alpha``, its ``+`` share, and every ``(alpha, share)`` tried.
     """
     plus, minus, hard = ids
-    low, high, trace = 0.0, 1.0, []
-    for _ in range(iterations):
-        alpha = (low + high) / 2
-        start_new_verbs(model, plus, minus, hard, alpha)
-        share = plus_share(model, tokenizer, prompts, samples, seed)
-        trace.append((alpha, share))
-        low, high = (alpha, high) if share < 0.5 else (low, alpha)
+
+    def measure(alphas: list[float]) -> list[float]:
+        start_new_verbs(model, plus, minus, hard, alphas[0])
+        return [plus_share(model, tokenizer, prompts, samples, seed)]
+
+    (trace,) = _bisect(measure, [0.5], iterations)
     alpha, share = min(trace, key=lambda t: abs(t[1] - 0.5))
     start_new_verbs(model, plus, minus, hard, alpha)
     return alpha, share, trace
+
+
+def _bisect(
+    measure: Callable[[list[float]], list[float]], goals: list[float], iterations: int
+) -> list[list[tuple[float, float]]]:
+    """Bisect ``len(goals)`` values in [0, 1] at once, each towards its goal, for shares that grow with the value:
+    every iteration measures all midpoints with one ``measure(alphas) -> shares`` call and moves each interval up
+    where its share is below its goal, else down.
+
+    Returns:
+        per goal, every ``(alpha, share)`` tried, in order.
+    """
+    low, high = [0.0] * len(goals), [1.0] * len(goals)
+    traces: list[list[tuple[float, float]]] = [[] for _ in goals]
+    for _ in range(iterations):
+        alphas = [(lo + hi) / 2 for lo, hi in zip(low, high, strict=True)]
+        for v, (alpha, share) in enumerate(zip(alphas, measure(alphas), strict=True)):
+            traces[v].append((alpha, share))
+            low[v], high[v] = (alpha, high[v]) if share < goals[v] else (low[v], alpha)
+    return traces
 
 
 def lean_targets(count: int, lean: float, seed: int) -> list[float]:
@@ -239,18 +259,15 @@ def calibrate_per_verb(
     missing = sorted(set(range(len(hard))) - set(prompt_verbs))
     if missing:
         raise ValueError(f"no calibration prompt uses new verb(s) {missing}: raise --calibration-prompts")
-    goal = targets if targets is not None else [0.5] * len(hard)
-    low, high = [0.0] * len(hard), [1.0] * len(hard)
-    best: list[tuple[float, float]] = [(0.5, -1.0)] * len(hard)  # (alpha, share) closest to its goal so far
-    for _ in range(iterations):
-        alphas = [(lo + hi) / 2 for lo, hi in zip(low, high, strict=True)]
+    goals = targets if targets is not None else [0.5] * len(hard)
+
+    def measure(alphas: list[float]) -> list[float]:
         start_new_verbs(model, plus, minus, hard, alphas, spread=spread, seed=seed)
         ops = first_operations(model, tokenizer, prompts, samples, seed)
-        for v, alpha in enumerate(alphas):
-            share = _share([op for i, op in enumerate(ops) if prompt_verbs[i // samples] == v])
-            if abs(share - goal[v]) < abs(best[v][1] - goal[v]):
-                best[v] = (alpha, share)
-            low[v], high[v] = (alpha, high[v]) if share < goal[v] else (low[v], alpha)
+        return [_share([op for i, op in enumerate(ops) if prompt_verbs[i // samples] == v]) for v in range(len(hard))]
+
+    traces = _bisect(measure, goals, iterations)
+    best = [min(trace, key=lambda t: abs(t[1] - goal)) for trace, goal in zip(traces, goals, strict=True)]
     start_new_verbs(model, plus, minus, hard, [a for a, _ in best], spread=spread, seed=seed)
     return [a for a, _ in best], [s for _, s in best]
 
