@@ -63,7 +63,7 @@ def sample(
         raise ValueError(f"sample needs cached < prompt width and max_new_tokens >= 1, got {cached}, {width}, {budget}")
     mask = torch.cat([attention_mask, attention_mask.new_ones(n, budget)], dim=1)  # (N, P + C): viewed, never copied
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]  # (N, P - K)
-    keywords = {cache_keyword(model): cache, **_logits_to_keep(model)}
+    keywords = {cache_keyword(model): cache, **logits_to_keep(model)}
 
     def step(token: torch.Tensor | None, t: int) -> torch.Tensor:
         nonlocal positions
@@ -160,7 +160,7 @@ def warpers_for(sampling: SamplingParams) -> list[Any]:
     return warpers
 
 
-def _logits_to_keep(model: torch.nn.Module) -> dict[str, int]:
+def logits_to_keep(model: torch.nn.Module) -> dict[str, int]:
     """``{"logits_to_keep": 1}`` where the model's forward takes it (only the last position's logits are needed:
     the prompt's other positions then skip the LM head), else ``{}``; a peft model is looked through."""
     return {"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(model) else {}

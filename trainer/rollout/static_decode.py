@@ -31,7 +31,7 @@ import torch
 from transformers import StaticCache
 
 from trainer.rollout.base import SamplingParams
-from trainer.rollout.decode import decode_loop
+from trainer.rollout.decode import decode_loop, logits_to_keep
 from trainer.rollout.forward import cache_keyword, forward_parameters
 
 
@@ -53,6 +53,7 @@ class StaticDecoder:
         self._caches: dict[tuple[int, int, torch.dtype], Any] = {}
         self._step: Callable[..., Any] | None = None
         self._cache_keyword = cache_keyword(model)
+        self._keep = logits_to_keep(model)
         self._takes_cache_position = "cache_position" in forward_parameters(model)  # transformers < 5.20
 
     def step_forward(self) -> Callable[..., Any]:
@@ -118,10 +119,7 @@ class StaticDecoder:
         cache = self.cache(n, length, _state_dtype(self.model, device))
         mask = attention_mask.new_ones(n, length)  # (N, L): the prompts' padding, then ones (causality masks ahead)
         mask[:, :width] = attention_mask
-        keywords = {
-            self._cache_keyword: cache,
-            **({"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(self.model) else {}),
-        }
+        keywords = {self._cache_keyword: cache, **self._keep}
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P)
         forward = self.step_forward()
         graphs = self.compile and device.type == "cuda"
