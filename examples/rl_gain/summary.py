@@ -65,51 +65,55 @@ def _read(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _by_type(run: Path, arm: str) -> dict[str, float]:
-    """Greedy pass@1 of each problem type (verb), from the evaluation's ``samples.jsonl`` (whose ``source_index``
-    is the row of ``data/test.jsonl``) and the test set's ``type`` column."""
+def _greedy_rows(run: Path, arm: str) -> list[tuple[dict[str, Any], str, float | None]]:
+    """Each greedy answer of an arm's evaluation as ``(problem, completion, score)``: the problem is the row of
+    ``data/test.jsonl`` its ``source_index`` names, the score its ``accuracy`` component (else its reward; ``None``
+    when unscored). ``[]`` without the files."""
     samples, test = run / "eval" / arm / "samples.jsonl", run / "data" / "test.jsonl"
     if not samples.exists() or not test.exists():
-        return {}
-    kinds = [json.loads(line).get("type", "?") for line in test.read_text().splitlines()]
-    right: dict[str, list[float]] = defaultdict(list)
+        return []
+    problems = [json.loads(line) for line in test.read_text().splitlines()]
+    rows = []
     for line in samples.read_text().splitlines():
         row = json.loads(line)
         accuracy = (row.get("reward_components") or {}).get("accuracy") or {}
         score = accuracy.get("score", row.get("reward"))
+        rows.append((problems[row["source_index"]], row.get("completion", ""), None if score is None else float(score)))
+    return rows
+
+
+def _by_type(rows: list[tuple[dict[str, Any], str, float | None]]) -> dict[str, float]:
+    """Greedy pass@1 of each problem type (verb, the test set's ``type`` column) over :func:`_greedy_rows`."""
+    right: dict[str, list[float]] = defaultdict(list)
+    for problem, _, score in rows:
         if score is not None:
-            right[kinds[row["source_index"]]].append(float(score))
+            right[problem.get("type", "?")].append(score)
     return {k: sum(v) / len(v) for k, v in sorted(right.items())}
 
 
 _OPERATION = re.compile(r"\d ([+-]) \d")
 
 
-def _operation_split(run: Path, arm: str) -> dict[str, float]:
-    """Whether the greedy answers chose the right operation, and how often the arithmetic was right when they did.
+def _operation_split(rows: list[tuple[dict[str, Any], str, float | None]]) -> dict[str, float]:
+    """Whether the greedy answers (:func:`_greedy_rows`) chose the right operation, and how often the arithmetic
+    was right when they did.
 
     The operation is the first ``d op d`` of a completion's working; the right one is ``+`` where the answer is
     above the problem's first number. Returns ``{"operation_right": share of answers with the right operation,
-    "correct_given_operation": share of those that are correct}`` (``{}`` without samples): what tells a loss of
+    "correct_given_operation": share of those that are correct}`` (``{}`` without answers): what tells a loss of
     the new verbs' meaning from a loss of the arithmetic.
     """
-    samples, test = run / "eval" / arm / "samples.jsonl", run / "data" / "test.jsonl"
-    if not samples.exists() or not test.exists():
-        return {}
-    problems = [json.loads(line) for line in test.read_text().splitlines()]
     right_op, correct, total = 0, 0.0, 0
-    for line in samples.read_text().splitlines():
-        row = json.loads(line)
-        problem = problems[row["source_index"]]
+    for problem, completion, score in rows:
         numbers = re.findall(r"\d+", problem.get("prompt", ""))
         if not numbers or not str(problem.get("ground_truth", "")).isdigit():
             continue  # not a problem of this example's form
         truth = "+" if int(problem["ground_truth"]) > int(numbers[0]) else "-"
-        found = _OPERATION.search(row["completion"])
+        found = _OPERATION.search(completion)
         total += 1
         if found and found.group(1) == truth:
             right_op += 1
-            correct += float(row.get("reward") or 0.0)
+            correct += score or 0.0
     if not total:
         return {}
     return {"operation_right": right_op / total, "correct_given_operation": correct / right_op if right_op else 0.0}
@@ -124,13 +128,14 @@ def one_run(run: Path) -> dict[str, Any]:
             continue
         sampled = _read(run / "eval" / f"{arm}_t1" / "summary.json") or {}
         easy = _read(run / "eval" / f"{arm}_easy" / "summary.json") or {}
+        rows = _greedy_rows(run, arm)
         out[arm] = {
             "pass1": greedy["pass@1"],
             "pass1_t1": sampled.get("pass@1"),
             "pass8_t1": sampled.get("pass@8"),
             "easy_pass1": easy.get("pass@1"),
-            "pass1_by_type": _by_type(run, arm),
-            **_operation_split(run, arm),
+            "pass1_by_type": _by_type(rows),
+            **_operation_split(rows),
         }
     offline = _read(run / "rft_offline_sample" / "summary.json")
     if offline is not None and "rft_offline" in out:

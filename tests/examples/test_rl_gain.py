@@ -242,5 +242,5 @@ def test_the_operation_split_tells_the_verbs_meaning_from_the_arithmetic(tmp_pat
             json.dumps({"completion": c, "reward": r, "source_index": i}) + "\n" for i, (c, r) in enumerate(answers)
         )
     )
-    split = summary._operation_split(tmp_path, "grpo")
+    split = summary._operation_split(summary._greedy_rows(tmp_path, "grpo"))
     assert split == {"operation_right": 0.5, "correct_given_operation": 0.5}
