@@ -8,7 +8,7 @@
   ``trainer/recipe.md``: ``<!-- generated: sft-config -->`` and ``<!-- generated: sample-config -->`` the same
   for ``SFTConfig`` and ``SampleConfig``.
 - ``trainer/from_trl_verl.md``: ``<!-- generated: foreign-rules -->`` becomes the table of
-  ``trainer/config/foreign.py``'s rules (what ``python -m trainer convert`` does with each TRL or verl option).
+  the rules of ``trainer/config/foreign/`` (what ``python -m trainer convert`` does with each TRL or verl option).
 - ``examples/arithmetic/curves.png`` (outside ``docs/``) is added to the site for the example's page.
 
 Everything is read from this checkout; nothing is downloaded. A page that lost its marker fails the build.

@@ -66,7 +66,7 @@ def test_every_field_has_a_one_line_docstring() -> None:
         ({"output_dir": ""}, "output_dir='': must not be empty"),
         ({"seed": -1}, r"seed=-1: must be in \[0, 2\*\*32\)"),  # NumPy refuses it at the start of training
         # TRL names with no counterpart get what to do instead, not a look-alike (num_iterations is not epochs);
-        # TRL's and verl's names for our options get ours (the rules of trainer/config/foreign.py).
+        # TRL's and verl's names for our options get ours (the rules of trainer/config/foreign/).
         ({"num_train_epochs": 3}, r"not supported \(TRL's option\): training length is set in steps: set max_steps"),
         ({"per_device_train_batch_size": 8}, "is TRL's name; ours is prompt_batch_size"),
         ({"num_generations_eval": 4}, "is TRL's name; ours is eval_num_generations"),
