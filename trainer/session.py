@@ -169,6 +169,17 @@ def load_model(
     return model
 
 
+def enable_activation_checkpointing(model: Any) -> None:
+    """Recompute each layer's activations in the backward pass (non-reentrant ``torch.utils.checkpoint``):
+    transformers' ``activation_checkpointing_enable`` from 5.20, its older name ``gradient_checkpointing_enable``
+    before (deprecated since, to be removed in v6; vLLM's CPU build pins transformers below 5.20)."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 # What each kind of checkpoint is called in messages, and the files ``save_pretrained`` writes for it (any one).
 _SAVED: dict[str, tuple[str, tuple[str, ...]]] = {
     "model": ("a causal LM", ("config.json", "adapter_config.json")),
@@ -246,7 +257,7 @@ def load_models(
             disable_dropout(model)  # the adapters' dropout too
     model.train()  # from_pretrained returns eval mode; the backend switches to eval only while generating
     if device.type == "cuda" and config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_activation_checkpointing(model)
     if config.beta == 0:
         return model, None, contextlib.nullcontext
     if config.use_peft:

@@ -41,7 +41,16 @@ from trainer.data import DataError, prompt_indices, read_named_rows
 from trainer.distributed import Distributed
 from trainer.optim import current_lr
 from trainer.rollout.base import PromptEncoder, SavedModel, eos_token_ids
-from trainer.session import check_local, first_line, load_model, load_tokenizer, open_session, wants_cuda, wrap_models
+from trainer.session import (
+    check_local,
+    enable_activation_checkpointing,
+    first_line,
+    load_model,
+    load_tokenizer,
+    open_session,
+    wants_cuda,
+    wrap_models,
+)
 from trainer.train import TrainResult
 
 logger = logging.getLogger("trainer")
@@ -266,7 +275,7 @@ def _sft(config: SFTConfig, dist: Distributed) -> TrainResult:
     model = load_model(model_path, device, False, option)
     model.train()
     if device.type == "cuda" and config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_activation_checkpointing(model)
     _, train_model, _ = wrap_models(dist, model, None)  # FSDP shards in place: build the optimizer after it
 
     total_steps = num_sft_steps(config, len(train_examples))

@@ -18,6 +18,7 @@ from trainer.rollout.base import RolloutBatch, SamplingParams, completion_mask_f
 from trainer.rollout.forward import completion_log_probs
 from trainer.rollout.static_decode import StaticDecoder
 from trainer.rollout.transformers_backend import TransformersBackend
+from trainer.session import enable_activation_checkpointing
 from trainer.stand_in import StandInServer
 from trainer.train import train
 
@@ -169,7 +170,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir: Path) -
         return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     plain = grads()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable_activation_checkpointing(model)
     checkpointed = grads()
     assert sorted(checkpointed) == sorted(plain)
     for name, g in plain.items():

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from trainer.rollout.base import RolloutBatch
 from trainer.rollout.forward import completion_log_probs
+from trainer.session import enable_activation_checkpointing
 
 
 def _batch(vocab: int, n: int, p: int, c: int, seed: int = 0) -> RolloutBatch:
@@ -166,8 +167,7 @@ def test_shared_prompt_forward_falls_back_where_it_does_not_apply(tiny_model_dir
     shapes = _embedding_inputs(model)
     completion_log_probs(model, _batch(model.config.vocab_size, n=3, p=5, c=9), 1.0, share_prompts=True)
     assert shapes == [(3, 14)]
-    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-    enable()  # transformers >= 5.20's name, or the older one
+    enable_activation_checkpointing(model)
     model.train()
     completion_log_probs(
         model, _grouped_batch(model.config.vocab_size, groups=2, g=2, p=5, c=9), 1.0, share_prompts=True
