@@ -25,6 +25,8 @@
 #   EVAL_PROMPTS=20 ... run.sh                     evaluate on the first 20 held-out problems only (a check)
 #   THREADS=1 ... run.sh                           torch threads of the trainer (default 1: fastest for this model
 #                                                  on a shared 2-core machine)
+#   JOBS=1 ... run.sh                              arms at a time (default: the CPU count; above 1 each arm's
+#                                                  output goes to $OUT/logs/ARM.log)
 #   CALIBRATION_PROMPTS=32 ... run.sh              RL prompts the new verbs' start is calibrated on (default 128;
 #                                                  each new verb needs some)
 #   SPREAD=0 CALIBRATION_PROMPTS=64 ... run.sh     one row shared by all new verbs, calibrated together (the
@@ -45,6 +47,7 @@ SFT_STEPS="${SFT_STEPS:-1000}"
 RL_STEPS="${RL_STEPS:-80}"
 ARMS="${ARMS-grpo random_reward rft_online rft_offline process}"  # ARMS="" runs the cold start and the start only
 THREADS="${THREADS:-1}"
+JOBS="${JOBS:-$(nproc 2>/dev/null || echo 1)}"
 EVAL_PROMPTS="${EVAL_PROMPTS:-null}"
 COLD_START="${COLD_START:-}"
 RL_SETS="${RL_SETS:-}"
@@ -53,6 +56,17 @@ SPREAD="${SPREAD:-1}"
 LEAN="${LEAN:-0}"
 EX=examples/rl_gain
 URL="reward_server_urls=[http://127.0.0.1:$PORT]"
+KNOWN_ARMS=" grpo rft_online rft_offline random_reward random_reward_group process gspo cispo rloo "
+for arm in $ARMS; do  # before anything runs: a misspelt arm should not cost a cold start
+  if [[ "$KNOWN_ARMS" != *" $arm "* ]]; then
+    echo "unknown arm '$arm': choose from$KNOWN_ARMS" >&2
+    exit 2
+  fi
+done
+if ! [[ "$JOBS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "JOBS=$JOBS: the number of arms to run at a time, a whole number from 1" >&2
+  exit 2
+fi
 mkdir -p "$OUT"
 : > "$OUT/times.jsonl"
 
@@ -110,8 +124,8 @@ phase new_words "$PYTHON" "$EX/new_words.py" "$COLD_START" "$START" --prompts "$
   --calibration-prompts "$CALIBRATION_PROMPTS" --seed "$SEED" --spread "$SPREAD" --lean "$LEAN"
 phase eval_start evaluate start "$START"
 
-for arm in $ARMS; do
-  case "$arm" in
+run_arm() {  # run_arm ARM: one arm from the start (its training, then its evaluation)
+  case "$1" in
     grpo) rl grpo ;;
     rft_online) rl rft_online --set advantage_estimator=rft ;;
     random_reward) rl random_reward --set shuffle_rewards=batch ;;
@@ -137,9 +151,31 @@ for arm in $ARMS; do
         phase eval_rft_offline evaluate rft_offline "$START"
       fi
       ;;
-    *) echo "unknown arm '$arm': choose from grpo rft_online rft_offline random_reward random_reward_group process gspo cispo rloo" >&2
-      exit 2 ;;
   esac
-done
+}
+
+# The arms are independent (each reads the start and writes its own directory), so they run JOBS at a time: each
+# trainer takes THREADS threads, and the reward server's checks are light beside them (one trainer alone leaves a
+# core of two idle). A run's figures do not depend on JOBS (one thread a trainer, the same seed); its times do.
+if [ "$JOBS" -le 1 ]; then
+  for arm in $ARMS; do run_arm "$arm"; done
+else
+  mkdir -p "$OUT/logs"
+  echo "=== arms, $JOBS at a time: $ARMS (each one's output in $OUT/logs/ARM.log)"
+  for arm in $ARMS; do
+    while [ "$(jobs -rp | grep -cvx "$SERVER")" -ge "$JOBS" ]; do wait -n || true; done
+    rm -f "$OUT/logs/$arm.rc"
+    { set +e; (set -e; run_arm "$arm") > "$OUT/logs/$arm.log" 2>&1; echo $? > "$OUT/logs/$arm.rc"; } &
+  done
+  while [ "$(jobs -rp | grep -cvx "$SERVER")" -gt 0 ]; do wait -n || true; done
+  failed=""
+  for arm in $ARMS; do
+    [ "$(cat "$OUT/logs/$arm.rc" 2>/dev/null)" = 0 ] || failed="$failed $arm"
+  done
+  if [ -n "$failed" ]; then
+    echo "arms failed:$failed (see $OUT/logs/ARM.log)" >&2
+    exit 1
+  fi
+fi
 
 "$PYTHON" "$EX/summary.py" "$OUT"

@@ -222,6 +222,53 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
     assert (out / "grpo" / "checkpoint-1").is_dir() and (out / "random_reward" / "checkpoint-1").is_dir()
 
 
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ARMS": "grpo grop"}, "unknown arm 'grop'"),
+        ({"JOBS": "two"}, "JOBS=two: the number of arms"),
+        ({"JOBS": "0"}, "JOBS=0: the number of arms"),
+    ],
+)
+def test_run_sh_refuses_bad_settings_before_anything_runs(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    """A misspelt arm or a bad JOBS stops the script at once (exit 2), before the data and the cold start."""
+    out = tmp_path / "run"
+    done = subprocess.run(
+        ["bash", str(EXAMPLE / "run.sh")], env={**os.environ, "OUT": str(out), **env}, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_run_sh_names_the_arms_that_failed(tmp_path: Path) -> None:
+    """Two arms at a time (``JOBS=2``), both refused by the trainer (a negative learning rate): the script exits 1
+    naming both, each arm's error is in its own log, and no summary is written."""
+    out = tmp_path / "run"
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "PORT": str(free_port()),
+        "PYTHON": sys.executable,
+        "SFT_STEPS": "2",
+        "RL_STEPS": "1",
+        "EVAL_PROMPTS": "2",
+        "CALIBRATION_PROMPTS": "32",  # every new verb is among the first 32 prompts (seed 0)
+        "ARMS": "grpo rft_online",
+        "JOBS": "2",
+        "RL_SETS": "learning_rate=-1",
+        "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
+    }
+    done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=800)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "arms failed: grpo rft_online" in done.stderr
+    for arm in ("grpo", "rft_online"):
+        assert "learning_rate" in (out / "logs" / f"{arm}.log").read_text()
+        assert (out / "logs" / f"{arm}.rc").read_text().strip() != "0"
+    assert not (out / "summary.json").exists()
+
+
 def test_the_operation_split_tells_the_verbs_meaning_from_the_arithmetic(tmp_path: Path) -> None:
     """Four hand-made greedy answers: right operation and sum, right operation and a wrong sum, wrong operation,
     no working: 2 of 4 with the right operation, 1 of those 2 correct."""
