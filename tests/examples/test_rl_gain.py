@@ -193,25 +193,29 @@ def test_summary_over_runs_gives_mean_and_range(tmp_path: Path) -> None:
     assert "| GRPO, outcome supervision | 65.0% [50.0, 80.0] | - | - | - | +40.0, +60.0, +35.0 |" in table
 
 
+def _short_run(out: Path, **settings: str) -> dict[str, str]:
+    """The environment of a shortened ``run.sh`` into ``out``: one RL step of 32 prompts (every new verb is among
+    them for seed 0, so the calibration has each), a free port, this interpreter; ``settings`` add or override."""
+    return {
+        **os.environ,
+        "OUT": str(out),
+        "PORT": str(free_port()),
+        "PYTHON": sys.executable,
+        "RL_STEPS": "1",
+        "CALIBRATION_PROMPTS": "32",
+        "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
+        **settings,
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
     """The whole script, shortened (4 cold-start steps, 1 step an arm, 8 held-out problems): every arm runs from
     the start against a live reward server and ``summary.json`` has the fixed keys, each ``pass1`` a share of the
     8 problems."""
-    port = free_port()
     out = tmp_path / "run"
-    env = {
-        **os.environ,
-        "OUT": str(out),
-        "PORT": str(port),
-        "PYTHON": sys.executable,
-        "SFT_STEPS": "4",
-        "RL_STEPS": "1",
-        "EVAL_PROMPTS": "8",
-        "CALIBRATION_PROMPTS": "32",  # the one step's 32 prompts: every new verb is among them (seed 0)
-        "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
-    }
+    env = _short_run(out, SFT_STEPS="4", EVAL_PROMPTS="8")
     done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads((out / "summary.json").read_text())
@@ -246,20 +250,7 @@ def test_run_sh_names_the_arms_that_failed(tmp_path: Path) -> None:
     """Two arms at a time (``JOBS=2``), both refused by the trainer (a negative learning rate): the script exits 1
     naming both, each arm's error is in its own log, and no summary is written."""
     out = tmp_path / "run"
-    env = {
-        **os.environ,
-        "OUT": str(out),
-        "PORT": str(free_port()),
-        "PYTHON": sys.executable,
-        "SFT_STEPS": "2",
-        "RL_STEPS": "1",
-        "EVAL_PROMPTS": "2",
-        "CALIBRATION_PROMPTS": "32",  # every new verb is among the first 32 prompts (seed 0)
-        "ARMS": "grpo rft_online",
-        "JOBS": "2",
-        "RL_SETS": "learning_rate=-1",
-        "RLVR_PRELOAD_LANGUAGE_MODELS": "false",
-    }
+    env = _short_run(out, SFT_STEPS="2", EVAL_PROMPTS="2", ARMS="grpo rft_online", JOBS="2", RL_SETS="learning_rate=-1")
     done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=800)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "arms failed: grpo rft_online" in done.stderr
