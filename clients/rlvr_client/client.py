@@ -346,6 +346,11 @@ class _ClientBase(Generic[_HttpClient]):
         # A server that drops packets (not one that refuses) would otherwise hold each attempt for the whole
         # timeout_s before the retry moves to another server.
         self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, CONNECT_TIMEOUT_S))
+        # Per request as a (connect, read, write, pool) tuple, which every httpx-compatible client takes: a client
+        # passed in may be another implementation's (Starlette's TestClient is httpx2's since 1.10, and httpx2
+        # 2.17 refuses an httpx.Timeout object).
+        t = self._timeout
+        self._request_timeout = (t.connect, t.read, t.write, t.pool)
         self.retry = retry or RetryPolicy()
         self.max_batch_items = max_batch_items
         self._headers = _auth_headers(api_key)
@@ -550,7 +555,7 @@ class RewardClient(_ClientBase[httpx.Client]):
             self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = self._client.post(url + path, json=body, headers=headers, timeout=self._timeout)
+                    response = self._client.post(url + path, json=body, headers=headers, timeout=self._request_timeout)
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:  # connection refused or reset, timeouts
                     sent = (None, exc)
@@ -676,7 +681,9 @@ class AsyncRewardClient(_ClientBase[httpx.AsyncClient]):
             await self._sleep(wait_s)
             with self._balancer.in_flight(url):
                 try:
-                    response = await self._client.post(url + path, json=body, headers=headers, timeout=self._timeout)
+                    response = await self._client.post(
+                        url + path, json=body, headers=headers, timeout=self._request_timeout
+                    )
                     sent: _Answer = (response, None)
                 except httpx.TransportError as exc:
                     sent = (None, exc)
