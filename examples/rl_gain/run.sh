@@ -14,8 +14,8 @@
 #   7. gspo, cispo, rloo  GRPO with GSPO's sequence ratio, CISPO's objective or RLOO's baseline (not in the default
 #                     ARMS: ARMS="grpo gspo cispo rloo" runs them beside GRPO from the same start)
 # After the start and each arm, on the 200 held-out hard problems: greedy pass@1 (pass1.yaml) and pass@1/pass@8
-# of 8 samples at the training temperature (pass8.yaml); greedy pass@1 on the easy held-out set too. The figures
-# go to $OUT/summary.json and $OUT/summary.md (summary.py).
+# of 8 samples at the training temperature (pass8.yaml); greedy pass@1 on the easy held-out set and on 1,000 more
+# held-out hard problems too (HELDOUT_MORE). The figures go to $OUT/summary.json and $OUT/summary.md (summary.py).
 #
 # Usage (from anywhere): examples/rl_gain/run.sh
 #   SEED=1 OUT=examples/rl_gain/runs/seed1 PORT=8001 examples/rl_gain/run.sh     one seed of the 3-seed figures
@@ -27,6 +27,8 @@
 #                                                  on a shared 2-core machine)
 #   JOBS=1 ... run.sh                              arms at a time (default: the CPU count; above 1 each arm's
 #                                                  output goes to $OUT/logs/ARM.log)
+#   HELDOUT_MORE=0 ... run.sh                      no greedy pass@1 on more held-out problems (default 1000:
+#                                                  train.jsonl's last rows, which no RL epoch reaches)
 #   CALIBRATION_PROMPTS=32 ... run.sh              RL prompts the new verbs' start is calibrated on (default 128;
 #                                                  each new verb needs some)
 #   SPREAD=0 CALIBRATION_PROMPTS=64 ... run.sh     one row shared by all new verbs, calibrated together (the
@@ -54,6 +56,7 @@ RL_SETS="${RL_SETS:-}"
 CALIBRATION_PROMPTS="${CALIBRATION_PROMPTS:-128}"
 SPREAD="${SPREAD:-1}"
 LEAN="${LEAN:-0}"
+HELDOUT_MORE="${HELDOUT_MORE:-1000}"
 EX=examples/rl_gain
 URL="reward_server_urls=[http://127.0.0.1:$PORT]"
 KNOWN_ARMS=" grpo rft_online rft_offline random_reward random_reward_group process gspo cispo rloo "
@@ -67,6 +70,10 @@ if ! [[ "$JOBS" =~ ^[1-9][0-9]*$ ]]; then
   echo "JOBS=$JOBS: the number of arms to run at a time, a whole number from 1" >&2
   exit 2
 fi
+if ! [[ "$HELDOUT_MORE" =~ ^[0-9]+$ ]]; then
+  echo "HELDOUT_MORE=$HELDOUT_MORE: the number of extra held-out problems, a whole number (0: none)" >&2
+  exit 2
+fi
 mkdir -p "$OUT"
 : > "$OUT/times.jsonl"
 
@@ -78,7 +85,7 @@ phase() {  # phase NAME COMMAND...: run it, append its wall-clock seconds to $OU
   echo "{\"phase\": \"$name\", \"seconds\": $((SECONDS - start))}" >> "$OUT/times.jsonl"
 }
 trainer() { "$PYTHON" -m trainer "$@" --set progress_bar=false --set "torch_num_threads=$THREADS"; }
-evaluate() {  # evaluate NAME CHECKPOINT: held-out figures into $OUT/eval/NAME{,_t1,_easy}/summary.json
+evaluate() {  # evaluate NAME CHECKPOINT: held-out figures into $OUT/eval/NAME{,_t1,_easy,_more}/summary.json
   local common=(--set "$URL" --set "model_name_or_path=$2" --set "max_prompts=$EVAL_PROMPTS")
   trainer sample --config "$EX/pass1.yaml" "${common[@]}" --set "data=$OUT/data/test.jsonl" \
     --set "output_dir=$OUT/eval/$1" --set save_samples=true > /dev/null
@@ -86,6 +93,10 @@ evaluate() {  # evaluate NAME CHECKPOINT: held-out figures into $OUT/eval/NAME{,
     --set "output_dir=$OUT/eval/${1}_t1" --set save_samples=true > /dev/null
   trainer sample --config "$EX/pass1.yaml" "${common[@]}" --set "data=$OUT/data/easy_test.jsonl" \
     --set "output_dir=$OUT/eval/${1}_easy" > /dev/null
+  if [ -s "$OUT/data/test_more.jsonl" ]; then
+    trainer sample --config "$EX/pass1.yaml" "${common[@]}" --set "data=$OUT/data/test_more.jsonl" \
+      --set "output_dir=$OUT/eval/${1}_more" > /dev/null
+  fi
 }
 rl() {  # rl NAME [--set ...]: an RL arm from the start into $OUT/NAME, then its evaluation
   local name=$1 extra=() kv
@@ -104,6 +115,17 @@ phase prepare "$PYTHON" "$EX/prepare.py" --out "$OUT" --seed "$SEED"
 PROMPTS_PER_STEP=$(sed -n 's/^prompt_batch_size: *//p' "$EX/grpo.yaml")
 ITERATIONS=$(sed -n 's/^num_iterations: *//p' "$EX/grpo.yaml")
 head -n "$((RL_STEPS * PROMPTS_PER_STEP))" "$OUT/data/train.jsonl" > "$OUT/data/rl_prompts.jsonl"
+# Greedy pass@1 on HELDOUT_MORE more held-out problems as well: a difference between two checkpoints on the 200 of
+# test.jsonl has a noise of about 3 points (the problems that flip either way), the size of the control's bound.
+# They are the last rows of train.jsonl, which no arm's epoch of RL prompts reaches.
+rm -f "$OUT/data/test_more.jsonl"
+if [ "$HELDOUT_MORE" -gt 0 ]; then
+  if [ $((RL_STEPS * PROMPTS_PER_STEP + HELDOUT_MORE)) -gt "$(wc -l < "$OUT/data/train.jsonl")" ]; then
+    echo "HELDOUT_MORE=$HELDOUT_MORE: with $((RL_STEPS * PROMPTS_PER_STEP)) RL prompts, more than train.jsonl holds" >&2
+    exit 2
+  fi
+  tail -n "$HELDOUT_MORE" "$OUT/data/train.jsonl" > "$OUT/data/test_more.jsonl"
+fi
 
 # The reward server, with one math worker so that trainer and verifier each have a core.
 RLVR_MATH_WORKERS=1 "$PYTHON" -m reward_server --host 127.0.0.1 --port "$PORT" > "$OUT/reward_server.log" 2>&1 &
@@ -162,12 +184,13 @@ if [ "$JOBS" -le 1 ]; then
 else
   mkdir -p "$OUT/logs"
   echo "=== arms, $JOBS at a time: $ARMS (each one's output in $OUT/logs/ARM.log)"
+  running_arms() { jobs -rp | grep -cvx "$SERVER"; }  # background jobs but the reward server
   for arm in $ARMS; do
-    while [ "$(jobs -rp | grep -cvx "$SERVER")" -ge "$JOBS" ]; do wait -n || true; done
+    while [ "$(running_arms)" -ge "$JOBS" ]; do wait -n || true; done
     rm -f "$OUT/logs/$arm.rc"
     { set +e; (set -e; run_arm "$arm") > "$OUT/logs/$arm.log" 2>&1; echo $? > "$OUT/logs/$arm.rc"; } &
   done
-  while [ "$(jobs -rp | grep -cvx "$SERVER")" -gt 0 ]; do wait -n || true; done
+  while [ "$(running_arms)" -gt 0 ]; do wait -n || true; done
   failed=""
   for arm in $ARMS; do
     [ "$(cat "$OUT/logs/$arm.rc" 2>/dev/null)" = 0 ] || failed="$failed $arm"

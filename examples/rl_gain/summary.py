@@ -5,7 +5,7 @@ over several (seeds); and R1-Zero's figure (accuracy and response length per ste
     python examples/rl_gain/summary.py examples/rl_gain/runs            # one run: summary.json, summary.md
     python examples/rl_gain/summary.py runs/seed0 runs/seed1 runs/seed2  # over the runs, + curves.png beside them
 
-Each run directory is what ``run.sh`` wrote (``eval/<arm>{,_t1,_easy}/summary.json`` and ``samples.jsonl``,
+Each run directory is what ``run.sh`` wrote (``eval/<arm>{,_t1,_easy,_more}/summary.json`` and ``samples.jsonl``,
 ``<arm>/metrics.jsonl``, ``times.jsonl``). ``summary.json`` holds ``{"start": {"pass1": x}, "grpo": {"pass1": x},
 ...}`` for one run (each ``pass1`` the held-out greedy pass@1 in [0, 1]), and the runs and their mean for several.
 """
@@ -41,7 +41,10 @@ FIGURES = [
     ("pass1_t1", "pass@1, T=1 (8 samples)", "%"),
     ("pass8_t1", "pass@8, T=1", "%"),
     ("easy_pass1", "easy regime greedy pass@1", "%"),
+    ("pass1_more", "greedy pass@1, larger held-out set", "%"),
 ]
+#: Figures shown only where some run has them (runs from before ``run.sh`` wrote them lack them).
+OPTIONAL = {"pass1_more"}
 RL_ARMS = ("grpo", "rft_online", "random_reward", "random_reward_group", "process", "gspo", "cispo", "rloo")
 
 
@@ -128,12 +131,14 @@ def one_run(run: Path) -> dict[str, Any]:
             continue
         sampled = _read(run / "eval" / f"{arm}_t1" / "summary.json") or {}
         easy = _read(run / "eval" / f"{arm}_easy" / "summary.json") or {}
+        more = _read(run / "eval" / f"{arm}_more" / "summary.json")
         rows = _greedy_rows(run, arm)
         out[arm] = {
             "pass1": greedy["pass@1"],
             "pass1_t1": sampled.get("pass@1"),
             "pass8_t1": sampled.get("pass@8"),
             "easy_pass1": easy.get("pass@1"),
+            **({"pass1_more": more.get("pass@1"), "more_prompts": more.get("pass@1_prompts")} if more else {}),
             "pass1_by_type": _by_type(rows),
             **_operation_split(rows),
         }
@@ -150,6 +155,11 @@ def one_run(run: Path) -> dict[str, Any]:
     return out
 
 
+def _arms(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-arm dicts of one run's figures (:func:`one_run`), without its ``seconds``."""
+    return [a for k, a in run.items() if k != "seconds" and isinstance(a, dict)]
+
+
 def _stat(values: list[float | None], unit: str) -> str:
     """``mean [min, max]`` of the values that are there; ``unit`` is ``%`` (shown x 100) or `` s``."""
     kept = [v * (100.0 if unit == "%" else 1.0) for v in values if v is not None]
@@ -164,16 +174,27 @@ def _stat(values: list[float | None], unit: str) -> str:
 def table(runs: list[dict[str, Any]]) -> str:
     """Markdown: each arm's figures (mean [min, max] over runs), the gain over the start per run, and times."""
     head = f"mean [min, max] over {len(runs)} runs" if len(runs) > 1 else "one run"
+    shown = [f for f in FIGURES if f[0] not in OPTIONAL or any(f[0] in a for r in runs for a in _arms(r))]
+    gain_keys = [k for k in ("pass1", "pass1_more") if any(k == f[0] for f in shown)]
+    gain_labels = {"pass1": "greedy gain per run (points)", "pass1_more": "gain on the larger set per run (points)"}
     lines = [
-        f"| arm ({head}) | " + " | ".join(label for _, label, _ in FIGURES) + " | greedy gain per run (points) |",
-        "| --- " * (len(FIGURES) + 2) + "|",
+        f"| arm ({head}) | "
+        + " | ".join([label for _, label, _ in shown] + [gain_labels[k] for k in gain_keys])
+        + " |",
+        "| --- " * (len(shown) + len(gain_keys) + 1) + "|",
     ]
     for arm, label in ARMS:
         if not any(arm in r for r in runs):
             continue
-        cells = [_stat([r.get(arm, {}).get(key) for r in runs], unit) for key, _, unit in FIGURES]
-        gains = [f"{100 * (r[arm]['pass1'] - r['start']['pass1']):+.1f}" for r in runs if arm in r and "start" in r]
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {', '.join(gains) if arm != 'start' else ''} |")
+        cells = [_stat([r.get(arm, {}).get(key) for r in runs], unit) for key, _, unit in shown]
+        for key in gain_keys:
+            gains = [
+                f"{100 * (r[arm][key] - r['start'][key]):+.1f}"
+                for r in runs
+                if arm in r and r[arm].get(key) is not None and (r.get("start") or {}).get(key) is not None
+            ]
+            cells.append(", ".join(gains) if arm != "start" else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     types = sorted({t for r in runs for a in r.values() if isinstance(a, dict) for t in a.get("pass1_by_type", {})})
     if types:
         lines += ["", "| greedy pass@1 by type | " + " | ".join(types) + " |", "| --- " * (len(types) + 1) + "|"]

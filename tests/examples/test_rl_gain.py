@@ -193,6 +193,30 @@ def test_summary_over_runs_gives_mean_and_range(tmp_path: Path) -> None:
     assert "| GRPO, outcome supervision | 65.0% [50.0, 80.0] | - | - | - | +40.0, +60.0, +35.0 |" in table
 
 
+def test_summary_shows_the_larger_held_out_set_where_a_run_has_it(tmp_path: Path) -> None:
+    """Two seeds, one evaluated on the larger held-out set too (``eval/<arm>_more``): the column and its gains
+    appear, over the runs that have it, and the run without it keeps its other figures."""
+    for seed, (start, control) in enumerate([(0.2, 0.15), (0.4, 0.42)]):
+        _write_eval(tmp_path / f"seed{seed}", "start", start)
+        _write_eval(tmp_path / f"seed{seed}", "random_reward", control)
+    for arm, value, prompts in (("start", 0.182, 1000), ("random_reward", 0.112, 1000)):
+        (tmp_path / "seed0" / "eval" / f"{arm}_more").mkdir()
+        (tmp_path / "seed0" / "eval" / f"{arm}_more" / "summary.json").write_text(
+            json.dumps({"pass@1": value, "pass@1_prompts": prompts})
+        )
+    summary.main([str(tmp_path / "seed0"), str(tmp_path / "seed1")])
+    out = json.loads((tmp_path / "summary.json").read_text())
+    seed0 = out["runs"][str(tmp_path / "seed0")]
+    assert seed0["random_reward"]["pass1_more"] == 0.112 and seed0["random_reward"]["more_prompts"] == 1000
+    assert "pass1_more" not in out["runs"][str(tmp_path / "seed1")]["random_reward"]
+    assert out["mean"]["random_reward"]["pass1_more"] == pytest.approx(0.112)
+    table = (tmp_path / "summary.md").read_text()
+    assert "| greedy pass@1, larger held-out set | greedy gain per run (points) | gain on the larger set" in table
+    assert "| GRPO with shuffled rewards (control) | 28.5% [15.0, 42.0] | - | - | - | 11.2% | -5.0, +2.0 | -7.0 |" in (
+        table
+    )
+
+
 def _short_run(out: Path, **settings: str) -> dict[str, str]:
     """The environment of a shortened ``run.sh`` into ``out``: one RL step of 32 prompts (every new verb is among
     them for seed 0, so the calibration has each), a free port, this interpreter; ``settings`` add or override."""
@@ -222,7 +246,15 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
     for arm in ("start", "grpo", "rft_offline", "rft_online", "random_reward", "process"):
         assert 0.0 <= result[arm]["pass1"] <= 1.0 and (8 * result[arm]["pass1"]).is_integer(), (arm, result[arm])
         assert result[arm]["pass8_t1"] is not None
-    assert len((out / "data" / "rl_prompts.jsonl").read_text().splitlines()) == 32  # 1 step of 32 prompts
+    rl_prompts = (out / "data" / "rl_prompts.jsonl").read_text().splitlines()
+    assert len(rl_prompts) == 32  # 1 step of 32 prompts
+    more = (out / "data" / "test_more.jsonl").read_text().splitlines()
+    assert len(more) == 1000 and not set(more) & set(rl_prompts)
+    assert not {json.loads(r)["prompt"] for r in more} & {
+        json.loads(r)["prompt"] for r in (out / "data" / "test.jsonl").read_text().splitlines()
+    }
+    for arm in ("start", "grpo", "random_reward"):  # the larger set, cut to EVAL_PROMPTS problems like the others
+        assert result[arm]["more_prompts"] == 8 and (8 * result[arm]["pass1_more"]).is_integer(), result[arm]
     assert (out / "grpo" / "checkpoint-1").is_dir() and (out / "random_reward" / "checkpoint-1").is_dir()
 
 
@@ -232,6 +264,7 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
         ({"ARMS": "grpo grop"}, "unknown arm 'grop'"),
         ({"JOBS": "two"}, "JOBS=two: the number of arms"),
         ({"JOBS": "0"}, "JOBS=0: the number of arms"),
+        ({"HELDOUT_MORE": "many"}, "HELDOUT_MORE=many: the number of extra held-out problems"),
     ],
 )
 def test_run_sh_refuses_bad_settings_before_anything_runs(tmp_path: Path, env: dict[str, str], message: str) -> None:
@@ -242,6 +275,17 @@ def test_run_sh_refuses_bad_settings_before_anything_runs(tmp_path: Path, env: d
     )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not out.exists()
+
+
+def test_run_sh_refuses_a_larger_held_out_set_than_the_rl_prompts_leave(tmp_path: Path) -> None:
+    """HELDOUT_MORE rows must come from train.jsonl's rows past the RL prompts: asking for more stops the script
+    (exit 2) after the data are written, before the reward server and the cold start."""
+    out = tmp_path / "run"
+    env = {**_short_run(out), "RL_STEPS": "1000", "HELDOUT_MORE": "1000"}  # 32,000 RL prompts of 32,560 rows
+    done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "HELDOUT_MORE=1000: with 32000 RL prompts, more than train.jsonl holds" in done.stderr
+    assert not (out / "sft").exists() and not (out / "data" / "test_more.jsonl").exists()
 
 
 @pytest.mark.slow
