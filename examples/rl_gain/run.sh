@@ -114,14 +114,15 @@ phase prepare "$PYTHON" "$EX/prepare.py" --out "$OUT" --seed "$SEED"
 # num_generations completions; the RL arms update num_iterations times a step, offline RFT as many times.
 PROMPTS_PER_STEP=$(sed -n 's/^prompt_batch_size: *//p' "$EX/grpo.yaml")
 ITERATIONS=$(sed -n 's/^num_iterations: *//p' "$EX/grpo.yaml")
-head -n "$((RL_STEPS * PROMPTS_PER_STEP))" "$OUT/data/train.jsonl" > "$OUT/data/rl_prompts.jsonl"
+RL_PROMPTS=$((RL_STEPS * PROMPTS_PER_STEP))
+head -n "$RL_PROMPTS" "$OUT/data/train.jsonl" > "$OUT/data/rl_prompts.jsonl"
 # Greedy pass@1 on HELDOUT_MORE more held-out problems as well: a difference between two checkpoints on the 200 of
 # test.jsonl has a noise of about 3 points (the problems that flip either way), the size of the control's bound.
 # They are the last rows of train.jsonl, which no arm's epoch of RL prompts reaches.
 rm -f "$OUT/data/test_more.jsonl"
 if [ "$HELDOUT_MORE" -gt 0 ]; then
-  if [ $((RL_STEPS * PROMPTS_PER_STEP + HELDOUT_MORE)) -gt "$(wc -l < "$OUT/data/train.jsonl")" ]; then
-    echo "HELDOUT_MORE=$HELDOUT_MORE: with $((RL_STEPS * PROMPTS_PER_STEP)) RL prompts, more than train.jsonl holds" >&2
+  if [ $((RL_PROMPTS + HELDOUT_MORE)) -gt "$(wc -l < "$OUT/data/train.jsonl")" ]; then
+    echo "HELDOUT_MORE=$HELDOUT_MORE: with $RL_PROMPTS RL prompts, more than train.jsonl holds" >&2
     exit 2
   fi
   tail -n "$HELDOUT_MORE" "$OUT/data/train.jsonl" > "$OUT/data/test_more.jsonl"
@@ -162,7 +163,7 @@ run_arm() {  # run_arm ARM: one arm from the start (its training, then its evalu
     rft_offline)
       phase rft_offline_sample trainer sample --config "$EX/sample_rft.yaml" --set "$URL" \
         --set "model_name_or_path=$START" --set "data=$OUT/data/rl_prompts.jsonl" --set "seed=$SEED" \
-        --set "max_prompts=$((RL_STEPS * PROMPTS_PER_STEP))" --set "output_dir=$OUT/rft_offline_sample"
+        --set "max_prompts=$RL_PROMPTS" --set "output_dir=$OUT/rft_offline_sample"
       if [ -s "$OUT/rft_offline_sample/kept.jsonl" ]; then
         phase rft_offline trainer sft --config "$EX/sft_rft.yaml" --set "model_name_or_path=$START" \
           --set "train_data=$OUT/rft_offline_sample/kept.jsonl" --set "output_dir=$OUT/rft_offline" \

@@ -45,6 +45,8 @@ FIGURES = [
 ]
 #: Figures shown only where some run has them (runs from before ``run.sh`` wrote them lack them).
 OPTIONAL = {"pass1_more"}
+#: (figure key, label) of each per-run gain over the start, shown where its figure is.
+GAINS = [("pass1", "greedy gain per run (points)"), ("pass1_more", "gain on the larger set per run (points)")]
 RL_ARMS = ("grpo", "rft_online", "random_reward", "random_reward_group", "process", "gspo", "cispo", "rloo")
 
 
@@ -175,19 +177,14 @@ def table(runs: list[dict[str, Any]]) -> str:
     """Markdown: each arm's figures (mean [min, max] over runs), the gain over the start per run, and times."""
     head = f"mean [min, max] over {len(runs)} runs" if len(runs) > 1 else "one run"
     shown = [f for f in FIGURES if f[0] not in OPTIONAL or any(f[0] in a for r in runs for a in _arms(r))]
-    gain_keys = [k for k in ("pass1", "pass1_more") if any(k == f[0] for f in shown)]
-    gain_labels = {"pass1": "greedy gain per run (points)", "pass1_more": "gain on the larger set per run (points)"}
-    lines = [
-        f"| arm ({head}) | "
-        + " | ".join([label for _, label, _ in shown] + [gain_labels[k] for k in gain_keys])
-        + " |",
-        "| --- " * (len(shown) + len(gain_keys) + 1) + "|",
-    ]
+    gains_shown = [g for g in GAINS if g[0] in {key for key, _, _ in shown}]
+    labels = [label for _, label, _ in shown] + [label for _, label in gains_shown]
+    lines = [f"| arm ({head}) | " + " | ".join(labels) + " |", "| --- " * (len(labels) + 1) + "|"]
     for arm, label in ARMS:
         if not any(arm in r for r in runs):
             continue
         cells = [_stat([r.get(arm, {}).get(key) for r in runs], unit) for key, _, unit in shown]
-        for key in gain_keys:
+        for key, _ in gains_shown:
             gains = [
                 f"{100 * (r[arm][key] - r['start'][key]):+.1f}"
                 for r in runs
@@ -195,14 +192,14 @@ def table(runs: list[dict[str, Any]]) -> str:
             ]
             cells.append(", ".join(gains) if arm != "start" else "")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    types = sorted({t for r in runs for a in r.values() if isinstance(a, dict) for t in a.get("pass1_by_type", {})})
+    types = sorted({t for r in runs for a in _arms(r) for t in a.get("pass1_by_type", {})})
     if types:
         lines += ["", "| greedy pass@1 by type | " + " | ".join(types) + " |", "| --- " * (len(types) + 1) + "|"]
         for arm, _ in ARMS:
             if any(arm in r for r in runs):
                 cells = [_stat([r.get(arm, {}).get("pass1_by_type", {}).get(t) for r in runs], "%") for t in types]
                 lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-    if any("operation_right" in a for r in runs for a in r.values() if isinstance(a, dict)):
+    if any("operation_right" in a for r in runs for a in _arms(r)):
         lines += [
             "",
             "| greedy answers | right operation | correct, of those with the right operation |",
