@@ -74,6 +74,17 @@ if ! [[ "$HELDOUT_MORE" =~ ^[0-9]+$ ]]; then
   echo "HELDOUT_MORE=$HELDOUT_MORE: the number of extra held-out problems, a whole number (0: none)" >&2
   exit 2
 fi
+# RL_SETS checked against grpo.yaml the way the trainer reads them: a misspelt or invalid option (a typo, a value
+# the trainer refuses) should not cost a cold start either. What only shows once things load (a model path) is not.
+# shellcheck disable=SC2086  # RL_SETS is a space-separated list of key=value
+"$PYTHON" - "$EX/grpo.yaml" $RL_SETS <<'PY' || exit 2
+import sys
+from trainer.config import CONFIG_CLASSES, ConfigError, load_config, parse_overrides
+try:
+    load_config(sys.argv[1], parse_overrides(sys.argv[2:]), cls=CONFIG_CLASSES["train"])
+except ConfigError as exc:
+    sys.exit(f"RL_SETS: config error: {exc}")
+PY
 mkdir -p "$OUT"
 : > "$OUT/times.jsonl"
 

@@ -265,13 +265,20 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
         ({"JOBS": "two"}, "JOBS=two: the number of arms"),
         ({"JOBS": "0"}, "JOBS=0: the number of arms"),
         ({"HELDOUT_MORE": "many"}, "HELDOUT_MORE=many: the number of extra held-out problems"),
+        ({"RL_SETS": "beta=0.2 betta=0.1"}, "RL_SETS: config error: unknown option 'betta' in --set betta=0.1"),
+        ({"RL_SETS": "learning_rate=-1"}, "RL_SETS: config error: learning_rate=-1.0: must be in (0, 1)"),
+        ({"RL_SETS": "beta"}, "RL_SETS: config error: --set expects key=value, got 'beta'"),
     ],
 )
 def test_run_sh_refuses_bad_settings_before_anything_runs(tmp_path: Path, env: dict[str, str], message: str) -> None:
-    """A misspelt arm or a bad JOBS stops the script at once (exit 2), before the data and the cold start."""
+    """A misspelt arm, a bad JOBS or an RL option the trainer refuses stops the script at once (exit 2), before the
+    data and the cold start."""
     out = tmp_path / "run"
     done = subprocess.run(
-        ["bash", str(EXAMPLE / "run.sh")], env={**os.environ, "OUT": str(out), **env}, capture_output=True, text=True
+        ["bash", str(EXAMPLE / "run.sh")],
+        env={**os.environ, "OUT": str(out), "PYTHON": sys.executable, **env},
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not out.exists()
@@ -291,15 +298,19 @@ def test_run_sh_refuses_a_larger_held_out_set_than_the_rl_prompts_leave(tmp_path
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_run_sh_names_the_arms_that_failed(tmp_path: Path) -> None:
-    """Two arms at a time (``JOBS=2``), both refused by the trainer (a negative learning rate): the script exits 1
-    naming both, each arm's error is in its own log, and no summary is written."""
+    """Two arms at a time (``JOBS=2``), both refused by the trainer once it loads (a policy directory that does not
+    exist, which the up-front check of RL_SETS cannot see): the script exits 1 naming both, each arm's error is in
+    its own log, and no summary is written."""
     out = tmp_path / "run"
-    env = _short_run(out, SFT_STEPS="2", EVAL_PROMPTS="2", ARMS="grpo rft_online", JOBS="2", RL_SETS="learning_rate=-1")
+    missing = str(tmp_path / "no-such-policy")
+    env = _short_run(
+        out, SFT_STEPS="2", EVAL_PROMPTS="2", ARMS="grpo rft_online", JOBS="2", RL_SETS=f"model_name_or_path={missing}"
+    )
     done = subprocess.run(["bash", str(EXAMPLE / "run.sh")], env=env, capture_output=True, text=True, timeout=800)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "arms failed: grpo rft_online" in done.stderr
     for arm in ("grpo", "rft_online"):
-        assert "learning_rate" in (out / "logs" / f"{arm}.log").read_text()
+        assert f"model_name_or_path='{missing}': no such directory" in (out / "logs" / f"{arm}.log").read_text()
         assert (out / "logs" / f"{arm}.rc").read_text().strip() != "0"
     assert not (out / "summary.json").exists()
 
