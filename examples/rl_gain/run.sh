@@ -53,6 +53,7 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 1)}"
 EVAL_PROMPTS="${EVAL_PROMPTS:-null}"
 COLD_START="${COLD_START:-}"
 RL_SETS="${RL_SETS:-}"
+read -r -d "" -a RL_PAIRS <<< "$RL_SETS" || true  # split once on whitespace, no globbing: checked below, then every arm
 CALIBRATION_PROMPTS="${CALIBRATION_PROMPTS:-128}"
 SPREAD="${SPREAD:-1}"
 LEAN="${LEAN:-0}"
@@ -76,8 +77,7 @@ if ! [[ "$HELDOUT_MORE" =~ ^[0-9]+$ ]]; then
 fi
 # RL_SETS checked against grpo.yaml the way the trainer reads them: a misspelt or invalid option (a typo, a value
 # the trainer refuses) should not cost a cold start either. What only shows once things load (a model path) is not.
-# shellcheck disable=SC2086  # RL_SETS is a space-separated list of key=value
-"$PYTHON" - "$EX/grpo.yaml" $RL_SETS <<'PY' || exit 2
+"$PYTHON" - "$EX/grpo.yaml" "${RL_PAIRS[@]}" <<'PY' || exit 2
 import sys
 from trainer.config import CONFIG_CLASSES, ConfigError, load_config, parse_overrides
 try:
@@ -112,7 +112,7 @@ evaluate() {  # evaluate NAME CHECKPOINT: held-out figures into $OUT/eval/NAME{,
 rl() {  # rl NAME [--set ...]: an RL arm from the start into $OUT/NAME, then its evaluation
   local name=$1 extra=() kv
   shift
-  for kv in $RL_SETS; do extra+=(--set "$kv"); done
+  for kv in "${RL_PAIRS[@]}"; do extra+=(--set "$kv"); done
   phase "$name" trainer train --config "$EX/grpo.yaml" --set "$URL" --set "model_name_or_path=$START" \
     --set "max_steps=$RL_STEPS" --set "train_data=$OUT/data/rl_prompts.jsonl" --set "eval_data=$OUT/data/test.jsonl" \
     --set "output_dir=$OUT/$name" --set "seed=$SEED" --set log_grad_cosine=true \
