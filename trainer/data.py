@@ -58,6 +58,11 @@ def read_rows(source: str, split: str) -> list[dict[str, Any]]:
     return read_named_rows(source, split)[0]
 
 
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of an exception's message (its type's name when it has none)."""
+    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
 def read_named_rows(source: str, split: str) -> tuple[list[dict[str, Any]], list[str]]:
     """:func:`read_rows`, with where each row is: ``data.jsonl:3`` (its line) or ``data.parquet row 3`` (from 1).
 

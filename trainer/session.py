@@ -30,12 +30,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from trainer.checkpoint import REF_MODEL_DIR, read_loop_state, resolve_checkpoint, restore_on_ranks
 from trainer.config import ConfigError, GRPOConfig, SFTConfig, names_a_local_path
 from trainer.config.groups import CheckpointOptions, ModelOptions, OptimizerOptions, RuntimeOptions
-from trainer.data import DataError, load_named_rows
+from trainer.data import DataError, first_line, load_named_rows
 from trainer.distributed import Distributed
 from trainer.metrics import MetricsLogger
 from trainer.optim import build_optimizer
+from trainer.ptx import PtxColumns, PtxData
 from trainer.reward_client import RewardScorer
-from trainer.rollout.base import GenerationBackend, PromptEncoder
+from trainer.rollout.base import GenerationBackend, PromptEncoder, SavedModel, eos_token_ids
 from trainer.rollout.transformers_backend import TransformersBackend
 from trainer.rollout.weights import apply_lora, engine_weights, forward_module, load_lora, reference_context
 
@@ -216,11 +217,6 @@ def check_local(path: str, option: str, kind: Literal["model", "tokenizer"]) -> 
         )
 
 
-def first_line(exc: BaseException) -> str:
-    """The first non-blank line of an exception's message (its type's name when it has none)."""
-    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-
-
 def load_tokenizer(config: ModelOptions) -> PreTrainedTokenizerBase:
     """``tokenizer_name_or_path``'s tokenizer, or ``model_name_or_path``'s; EOS pads where it has no pad token.
 
@@ -372,6 +368,7 @@ class Run:
         train_rows, eval_rows: the prompts (eval rows already cut to ``eval_max_prompts``).
         start_step: the first step to run (0, or the resumed checkpoint's step).
         micro: the micro-batches of this rank's completions, as row slices.
+        ptx: ``pretrain_data``'s rows for the PPO-ptx term, or ``None`` without it.
         prompt_cursor: where the run stands in its prompt order (``indices_from``): ``step * prompt_batch_size``,
             or further with dynamic sampling, which draws extra prompts.
         ref_synced: ``sync_ref_model`` has moved the reference, so checkpoints must carry it.
@@ -396,6 +393,7 @@ class Run:
     eval_rows: list[dict[str, Any]]
     start_step: int
     micro: list[slice]
+    ptx: PtxData | None = None
     prompt_cursor: int = 0
     ref_synced: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -438,6 +436,11 @@ def _check_world_size(config: GRPOConfig, dist: Distributed) -> None:
         raise ConfigError(
             f"prompt_batch_size={config.prompt_batch_size} must be a multiple of the {w} processes, so that each "
             f"takes whole groups: use e.g. {w * max(1, config.prompt_batch_size // w)}"
+        )
+    if config.pretrain_data is not None and config.ptx_batch_size % w:
+        raise ConfigError(
+            f"ptx_batch_size={config.ptx_batch_size} must be a multiple of the {w} processes, so that each takes an "
+            f"equal share of pretrain_data's rows: use e.g. {w * max(1, config.ptx_batch_size // w)}"
         )
     local = config.completions_per_step // w
     if local % config.gradient_accumulation_steps:
@@ -488,6 +491,18 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
     if config.eval_data:
         _check_prompts(encoder, eval_rows, eval_names, config.prompt_column, config.eval_data, config.max_prompt_length)
 
+    ptx = None
+    if config.pretrain_data is not None:  # every row tokenised now: a bad one fails before the models load
+        ptx = PtxData.load(
+            config.pretrain_data,
+            columns=PtxColumns(config.prompt_column, config.max_prompt_length, config.max_completion_length),
+            tokenizer=tokenizer,
+            apply_chat_template=config.apply_chat_template,
+            eos_token_id=eos_token_ids(SavedModel(config.model_name_or_path), tokenizer)[0],
+            batch_size=config.ptx_batch_size,
+            seed=config.seed,
+        )
+
     model, ref_model, ref_context = load_models(config, checkpoint, device)
     if len(tokenizer) > int(model.config.vocab_size):  # a token id past the embedding table fails mid-generation
         raise ConfigError(
@@ -532,6 +547,7 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
         train_rows=train_rows,
         eval_rows=eval_rows,
         start_step=start_step,
+        ptx=ptx,
         micro=_micro_batches(config.completions_per_step // dist.world_size, config.gradient_accumulation_steps),
         prompt_cursor=int(
             (read_loop_state(checkpoint) if checkpoint else {}).get(

@@ -59,6 +59,7 @@ from trainer.evaluation import evaluate, reward_metrics
 from trainer.metrics import PhaseTimer
 from trainer.optim import current_lr
 from trainer.phases import Advantages, Rollouts, Scored, StepStart
+from trainer.ptx import ptx_backward
 from trainer.reward_client import RewardScorer
 from trainer.rollout.base import RolloutBatch, SamplingParams
 from trainer.rollout.correction import SamplerCorrection
@@ -345,13 +346,15 @@ def update(
     """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
     micro-batches (gradients are all-reduced across ranks on the last one only), then clipping the global norm;
     after each, :func:`sync_reference_when_due`. The loss is :func:`trainer.algorithms.losses.grpo_loss`, aggregated
-    as ``loss_type`` names it.
+    as ``loss_type`` names it, plus with ``pretrain_data`` the PPO-ptx term (:func:`trainer.ptx.ptx_backward`:
+    ``ptx_coef`` times the token-mean NLL of ``ptx_batch_size`` fixed SFT rows, each update its own rows).
 
     Returns:
         ``loss/policy``, ``loss/kl``, ``policy/clip_ratio``, ``policy/entropy``, ``policy/entropy_trained`` (the
         entropy of the tokens the policy term trains on: ``top_entropy_quantile``'s share), ``optim/grad_norm`` (over
         iterations, micro-batches and ranks), ``optim/lr`` (the rate of the step's last update), ``ref/synced``
-        (reference syncs in this step) and, with ``log_grad_cosine``, ``optim/grad_cosine`` (this step's first
+        (reference syncs in this step), with ``pretrain_data`` ``loss/ptx`` (the PPO-ptx rows' token-mean NLL over
+        the step's updates, nats) and, with ``log_grad_cosine``, ``optim/grad_cosine`` (this step's first
         gradient against the last step's, before clipping). The clip ratio leaves out iteration 0 when
         ``num_iterations > 1``: there the ratio is 1 by construction, and counting it would halve the figure at
         ``num_iterations: 2``. The entropy is averaged over the tokens the loss counts.
@@ -364,9 +367,15 @@ def update(
     entropy_bonus = config.entropy_coeff != 0.0  # the entropy keeps its graph, every iteration
     correction = SamplerCorrection()
     old_logps: list[torch.Tensor] = []  # per micro-batch (b, c): the first iteration's log-probs, detached
+    ptx_totals = torch.zeros(2, dtype=torch.float64)  # the PPO-ptx term's NLL (nats) and completion tokens
     with start.timer("update"):
         for iteration in range(config.num_iterations):
             policy_loss = 0.0
+            if run.ptx is not None:  # accumulated like one more micro-batch: the last one all-reduces the sum
+                rows = run.ptx.rows_for(start.step * config.num_iterations + iteration)
+                with dist.grad_sync(run.train_model, sync=False), run.autocast():
+                    nll, tokens = ptx_backward(run.train_model, rows, run.ptx, config.ptx_coef, dist, run.device)
+                ptx_totals += torch.tensor([nll, float(tokens)], dtype=torch.float64)
             for k, rows_k in enumerate(run.micro):
                 mb = batch.select(rows_k)
                 width = mb.completion_ids.shape[1]
@@ -446,6 +455,10 @@ def update(
             stats["ref_syncs"].append(sync_reference_when_due(run, start.step * config.num_iterations + iteration + 1))
     means = dist.mean(torch.tensor([sum(v) / len(v) for v in (stats["policy_loss"], stats["kl"], stats["clip_ratio"])]))
     entropy_totals = dist.sum(entropy_sums)
+    ptx_metrics: dict[str, float] = {}
+    if run.ptx is not None:
+        ptx_sum = dist.sum(ptx_totals)
+        ptx_metrics["loss/ptx"] = float(ptx_sum[0] / max(float(ptx_sum[1]), 1.0))
     return {
         "loss/policy": float(means[0]),
         "loss/kl": float(means[1]),
@@ -457,6 +470,7 @@ def update(
         "ref/synced": float(sum(stats["ref_syncs"])),
         **({"optim/grad_cosine": stats["grad_cosine"][0]} if stats["grad_cosine"] else {}),
         **correction.metrics(),
+        **ptx_metrics,
     }
 
 
@@ -528,7 +542,7 @@ def step_metrics(
         "completions/clipped_ratio": float(truncated.mean()),
         "optim/lr": stats["optim/lr"],
         "optim/grad_norm": stats["optim/grad_norm"],
-        **({"optim/grad_cosine": stats["optim/grad_cosine"]} if "optim/grad_cosine" in stats else {}),
+        **{k: stats[k] for k in ("optim/grad_cosine", "loss/ptx") if k in stats},
         **({"ref/synced": stats["ref/synced"]} if config.sync_ref_model else {}),
         **rollouts.metrics,
         **{k: v for k, v in stats.items() if k.startswith("rollout/")},

@@ -9,6 +9,7 @@ update on the same completions, and the updates can be compared to float toleran
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import zlib
@@ -42,6 +43,9 @@ COMMON: dict[str, Any] = {
     "seed": 7,
 }
 
+#: stands for a file of :func:`sft_rows`, written next to the case's output by :func:`config`
+PTX_ROWS = "<sft rows>"
+
 CASES: dict[str, dict[str, Any]] = {
     **{loss: {"loss_type": loss} for loss in ("grpo", "bnpo", "dr_grpo", "dapo")},
     **{f"{loss}_ga2": {"loss_type": loss, "gradient_accumulation_steps": 2} for loss in ("grpo", "dr_grpo", "dapo")},
@@ -63,6 +67,15 @@ CASES: dict[str, dict[str, Any]] = {
         "logprobs_chunk_tokens": 5,
         "gradient_accumulation_steps": 2,
         "fsdp": True,
+    },
+    # the PPO-ptx term: each rank backs its half of the update's rows, normalised by both ranks' tokens
+    "dapo_ptx_ga2": {
+        "loss_type": "dapo",
+        "beta": 0.05,
+        "gradient_accumulation_steps": 2,
+        "pretrain_data": PTX_ROWS,
+        "ptx_coef": 0.5,
+        "ptx_batch_size": 4,
     },
     "fsdp_dapo_kl": {"loss_type": "dapo", "beta": 0.05, "gradient_accumulation_steps": 2, "fsdp": True},
     "fsdp_grpo": {"loss_type": "grpo", "fsdp": True},
@@ -94,6 +107,11 @@ class FixedRollouts(TransformersBackend):
 
 def config(model_dir: Path, train_file: Path, out: Path, **overrides: Any) -> GRPOConfig:
     values = {"model_name_or_path": str(model_dir), "train_data": str(train_file), "output_dir": str(out)}
+    if overrides.get("pretrain_data") == PTX_ROWS:  # one file a rank: two ranks never write one file at once
+        rows = out.parent / f"{out.name}_ptx_rows_{os.environ.get('RANK', '0')}.jsonl"
+        rows.parent.mkdir(parents=True, exist_ok=True)
+        rows.write_text("".join(json.dumps(r) + "\n" for r in sft_rows(train_file)))
+        overrides = {**overrides, "pretrain_data": str(rows)}
     return config_from_dict({**values, **COMMON, **overrides})
 
 

@@ -18,7 +18,8 @@ from trainer.config import ConfigError, SFTConfig, config_from_dict
 from trainer.data import DataError
 from trainer.metrics import read_metrics
 from trainer.rollout.base import PromptEncoder
-from trainer.sft import IGNORE_INDEX, collate, completion_nll, encode_rows, sft
+from trainer.sft import sft
+from trainer.sft_data import IGNORE_INDEX, collate, completion_nll, encode_rows
 
 
 def _rows(n: int) -> list[dict[str, Any]]:
@@ -80,7 +81,7 @@ def test_labels_cover_the_completion_and_its_eos_only(tiny_model_dir: Path, tmp_
 def test_the_nll_is_the_sum_over_completion_tokens_of_minus_log_p(tiny_model_dir: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    from trainer.sft import SFTExample
+    from trainer.sft_data import SFTExample
 
     example = SFTExample(prompt_ids=[5, 6, 7], completion_ids=[8, 9, tokenizer.eos_token_id])
     nll, n, _ = completion_nll(model, collate([example], tokenizer.pad_token_id))

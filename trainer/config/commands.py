@@ -121,6 +121,14 @@ class GRPOConfig(
     ref_model_sync_steps: int = 512
     """Optimizer steps between two syncs of the reference (TRL's meaning: ``num_iterations`` per training step)."""
 
+    # ------------------------------------------------------------------ PPO-ptx: a supervised term on fixed rows
+    pretrain_data: str | None = None
+    """SFT rows (``sft``'s format) whose completion NLL joins every update (InstructGPT's PPO-ptx; OpenRLHF's name)."""
+    ptx_coef: float = 0.05
+    """Weight of the ``pretrain_data`` term: ``ptx_coef`` x token-mean NLL (OpenRLHF's name and default)."""
+    ptx_batch_size: int = 16
+    """``pretrain_data`` rows per optimizer update, over all processes (a seeded order, one permutation an epoch)."""
+
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
     eval_num_generations: int = 1
     """Completions per held-out prompt; pass@1 is the mean share of correct ones."""
@@ -500,6 +508,15 @@ def _check_recipe(c: GRPOConfig) -> None:
             f"is neither 'reward' nor one of the requested components {sorted(c.reward_components)}",
             "Use 'reward' (the total), a component of reward_components, or null (accuracy where present).",
         )
+    if c.pretrain_data is not None:
+        if c.ptx_coef <= 0:
+            raise _fix(
+                "ptx_coef",
+                c.ptx_coef,
+                "must be > 0 with pretrain_data (the rows would be read and never trained on)",
+                "OpenRLHF's default is 0.05; drop pretrain_data to turn the term off.",
+            )
+        _check_positive(c, "ptx_batch_size")
     if not c.step_separator:
         raise _fix("step_separator", c.step_separator, "must not be empty", 'Use "\\n\\n" (a blank line).')
     if c.sync_ref_model and c.beta == 0:
