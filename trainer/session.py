@@ -501,6 +501,8 @@ def setup(config: GRPOConfig, dist: Distributed, scorer: RewardScorer | None = N
             eos_token_id=eos_token_ids(SavedModel(config.model_name_or_path), tokenizer)[0],
             batch_size=config.ptx_batch_size,
             seed=config.seed,
+            coef=config.ptx_coef,
+            parts=config.gradient_accumulation_steps,
         )
 
     model, ref_model, ref_context = load_models(config, checkpoint, device)

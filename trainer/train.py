@@ -59,7 +59,6 @@ from trainer.evaluation import evaluate, reward_metrics
 from trainer.metrics import PhaseTimer
 from trainer.optim import current_lr
 from trainer.phases import Advantages, Rollouts, Scored, StepStart
-from trainer.ptx import ptx_backward
 from trainer.reward_client import RewardScorer
 from trainer.rollout.base import RolloutBatch, SamplingParams
 from trainer.rollout.correction import SamplerCorrection
@@ -346,7 +345,7 @@ def update(
     """Phase 5: ``num_iterations`` optimizer steps on this batch, each accumulating gradient over the
     micro-batches (gradients are all-reduced across ranks on the last one only), then clipping the global norm;
     after each, :func:`sync_reference_when_due`. The loss is :func:`trainer.algorithms.losses.grpo_loss`, aggregated
-    as ``loss_type`` names it, plus with ``pretrain_data`` the PPO-ptx term (:func:`trainer.ptx.ptx_backward`:
+    as ``loss_type`` names it, plus with ``pretrain_data`` the PPO-ptx term (:meth:`trainer.ptx.PtxData.backward`:
     ``ptx_coef`` times the token-mean NLL of ``ptx_batch_size`` fixed SFT rows, each update its own rows).
 
     Returns:
@@ -372,9 +371,10 @@ def update(
         for iteration in range(config.num_iterations):
             policy_loss = 0.0
             if run.ptx is not None:  # accumulated like one more micro-batch: the last one all-reduces the sum
-                rows = run.ptx.rows_for(start.step * config.num_iterations + iteration)
                 with dist.grad_sync(run.train_model, sync=False), run.autocast():
-                    nll, tokens = ptx_backward(run.train_model, rows, run.ptx, config.ptx_coef, dist, run.device)
+                    nll, tokens = run.ptx.backward(
+                        run.train_model, start.step * config.num_iterations + iteration, dist, run.device
+                    )
                 ptx_totals += torch.tensor([nll, float(tokens)], dtype=torch.float64)
             for k, rows_k in enumerate(run.micro):
                 mb = batch.select(rows_k)

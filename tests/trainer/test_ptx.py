@@ -49,6 +49,7 @@ def _load(model_dir: Path, source: Path, batch_size: int, seed: int = 3) -> PtxD
         eos_token_id=int(tokenizer.eos_token_id),
         batch_size=batch_size,
         seed=seed,
+        coef=0.3,
     )
 
 
@@ -68,13 +69,25 @@ def test_each_epoch_takes_every_row_once_in_a_fresh_order(tiny_model_dir: Path, 
     ]
 
 
-def test_the_term_is_coef_times_the_token_mean_nll_of_the_completions(tiny_model_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_the_term_is_coef_times_the_token_mean_nll_of_the_completions(
+    tiny_model_dir: Path, tmp_path: Path, parts: int
+) -> None:
     """The gradient ptx_backward leaves equals the gradient of 0.3 x (summed log-loss of every completion token,
-    EOS included, prompt and padding left out) / (their number), written out row by row here."""
+    EOS included, prompt and padding left out) / (their number), written out row by row here; the same whether
+    the rows go through in one forward, in parts of 2 and 1 rows, or one row at a time."""
     data = _load(tiny_model_dir, _write(tmp_path / "rows.jsonl", _sft_rows(6)), batch_size=3)
     rows = data.rows_for(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    nll, tokens = ptx_backward(model, rows, data, 0.3, Distributed(), torch.device("cpu"))
+    nll, tokens = ptx_backward(
+        model,
+        rows,
+        pad_token_id=data.pad_token_id,
+        coef=0.3,
+        dist=Distributed(),
+        device=torch.device("cpu"),
+        parts=parts,
+    )
     got = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     model.zero_grad(set_to_none=True)
