@@ -4,7 +4,8 @@
 # the same number of sampled completions (DeepSeekMath section 5.2's comparison, plus a random-reward control):
 #   0. data, tokenizer and a random tiny Qwen2 (prepare.py), and a reward server
 #   1. cold-start SFT on the easy regime             python -m trainer sft   (examples/arithmetic/sft.yaml)
-#   2. grpo           GRPO, outcome supervision      python -m trainer train (grpo.yaml)
+#   2. grpo           GRPO, outcome supervision      python -m trainer train (grpo.yaml); every RL arm also keeps
+#                     a supervised term on the cold start's own rows (PPO-ptx: pretrain_data, ptx_coef 1.0)
 #   3. rft_online     online RFT: weight 1 for a verified completion, 0 otherwise, no baseline
 #   4. rft_offline    offline RFT: sample once from the start, SFT on the verified samples (sample_rft, sft_rft)
 #   5. random_reward  GRPO with each step's rewards shuffled across the batch (must not gain)
@@ -38,6 +39,8 @@
 #                                                  (which half from SEED, not from their meaning; --lean)
 #   RL_SETS="beta=0.0" ... run.sh                  extra --set options for every RL arm (space-separated key=value;
 #                                                  beta=0.0 is the no-KL setting of the docs' second table)
+#   RL_SETS="pretrain_data=null" ... run.sh        the RL arms without the PPO-ptx anchor on the cold start's rows
+#                                                  (grpo.yaml's ptx_coef: 1.0; the default until 2026-12-05)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # runs from a checkout without installing
@@ -116,7 +119,7 @@ rl() {  # rl NAME [--set ...]: an RL arm from the start into $OUT/NAME, then its
   phase "$name" trainer train --config "$EX/grpo.yaml" --set "$URL" --set "model_name_or_path=$START" \
     --set "max_steps=$RL_STEPS" --set "train_data=$OUT/data/rl_prompts.jsonl" --set "eval_data=$OUT/data/test.jsonl" \
     --set "output_dir=$OUT/$name" --set "seed=$SEED" --set log_grad_cosine=true \
-    --set "eval_max_prompts=$EVAL_PROMPTS" "${extra[@]}" "$@"
+    --set "pretrain_data=$OUT/data/cold_start.jsonl" --set "eval_max_prompts=$EVAL_PROMPTS" "${extra[@]}" "$@"
   phase "eval_$name" evaluate "$name" "$OUT/$name/checkpoint-$RL_STEPS"
 }
 

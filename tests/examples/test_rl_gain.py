@@ -256,6 +256,9 @@ def test_run_sh_writes_every_arms_figures(tmp_path: Path) -> None:
     for arm in ("start", "grpo", "random_reward"):  # the larger set, cut to EVAL_PROMPTS problems like the others
         assert result[arm]["more_prompts"] == 8 and (8 * result[arm]["pass1_more"]).is_integer(), result[arm]
     assert (out / "grpo" / "checkpoint-1").is_dir() and (out / "random_reward" / "checkpoint-1").is_dir()
+    for arm in ("grpo", "rft_online", "random_reward", "process"):  # the PPO-ptx anchor on the cold start's rows
+        logged = [json.loads(r) for r in (out / arm / "metrics.jsonl").read_text().splitlines()]
+        assert [r["loss/ptx"] > 0.0 for r in logged if "reward/mean" in r] == [True], arm
 
 
 @pytest.mark.parametrize(
