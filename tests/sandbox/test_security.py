@@ -169,9 +169,12 @@ while True:
         ("x = bytearray(8 * 1024 ** 3)\nprint(len(x))", {Status.MEMORY_LIMIT}),
         ("x = []\nwhile True:\n    x.append(bytearray(50 * 1024 * 1024))", {Status.MEMORY_LIMIT}),
         # Four processes of 900 MB each stay under the per-process limit but not under the sandbox's
-        # cgroup ceiling (2.4 GB here): the OOM killer ends one, or a fork fails.
+        # cgroup ceiling (2.4 GB here): the OOM killer ends one, or a fork fails. Each holds its 900 MB for 4 s
+        # and waits for its children, so that the four overlap however the CPU quota spaces them out (with a
+        # 1 s hold and no wait, a throttled run once let each hog end before the next one allocated).
         (
-            "import os, time\nfor _ in range(2):\n    os.fork()\nx = bytearray(900 * 1024 * 1024)\ntime.sleep(1)",
+            "import os, time\nfor _ in range(2):\n    os.fork()\nx = bytearray(900 * 1024 * 1024)\ntime.sleep(4)\n"
+            "try:\n    while True:\n        os.wait()\nexcept ChildProcessError:\n    pass",
             {Status.MEMORY_LIMIT, Status.RUNTIME_ERROR},
         ),
     ],
