@@ -56,6 +56,7 @@ from trainer.session import (
     load_tokenizer,
     seed_everything,
     set_threads,
+    tune_allocator,
     uses_bf16,
     wants_cuda,
 )
@@ -260,6 +261,7 @@ def sample(
         backend = _vllm_backend(config)
     if backend is None:
         device = Distributed.from_env().device(wants_cuda(config))  # one process today; the seam train uses
+        tune_allocator(config, device)
         tokenizer = load_tokenizer(config)
         model = load_model(config.model_name_or_path, device, True).eval().requires_grad_(False)
         if uses_bf16(config, device):

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.allocator import reuse_freed_memory
 from trainer.checkpoint import REF_MODEL_DIR, read_loop_state, resolve_checkpoint, restore_on_ranks
 from trainer.config import ConfigError, GRPOConfig, SFTConfig, names_a_local_path
 from trainer.config.groups import CheckpointOptions, ModelOptions, OptimizerOptions, RuntimeOptions
@@ -64,6 +65,13 @@ def set_threads(config: RuntimeOptions) -> None:
     """``torch_num_threads`` CPU threads for torch, when set."""
     if config.torch_num_threads is not None:
         torch.set_num_threads(config.torch_num_threads)
+
+
+def tune_allocator(config: RuntimeOptions, device: torch.device) -> None:
+    """On a CPU device, glibc's malloc keeps freed memory for reuse when ``reuse_freed_memory`` (see
+    :mod:`trainer.allocator`); logged when it takes."""
+    if config.reuse_freed_memory and device.type == "cpu" and reuse_freed_memory():
+        logger.info("glibc malloc keeps freed memory for reuse (reuse_freed_memory: mmap threshold 32 MiB, no trim)")
 
 
 def seed_everything(seed: int) -> None:
@@ -127,6 +135,7 @@ def open_session(config: GRPOConfig | SFTConfig, dist: Distributed) -> Session:
     """
     set_threads(config)
     device = dist.device(wants_cuda(config))
+    tune_allocator(config, device)
     use_bf16 = uses_bf16(config, device)
     seed_everything(dist.seed(config.seed))
     output_dir = Path(config.output_dir)
