@@ -9,6 +9,10 @@ each round's step time (one generation batch and its ``num_iterations`` optimize
 left out, median of ``--steps``), the medians over rounds, and TRL / ours (above 1: ours is faster), with the load
 average at the start and the end.
 
+Our trainer keeps freed memory for reuse on a CPU (``reuse_freed_memory``, :mod:`trainer.allocator`); TRL runs with
+glibc's defaults, as its users get it. ``--trl-reuse-freed-memory`` gives TRL's process the same two glibc settings
+(through ``GLIBC_TUNABLES``), to see how much of the ratio that setting is.
+
     python benchmarks/trl_pair.py                       # random 2.3M Qwen2, 16 prompts x 8 x 48 tokens, beta 0
     python benchmarks/trl_pair.py --model DIR --data prompts.jsonl --prompts 32 --beta 0.2 --num-iterations 2
 """
@@ -27,14 +31,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _run(script: str, args: list[str], out: Path) -> dict[str, float]:
-    """One run of ``script`` with ``args``; its ``--json`` summary (``step_s``, ``tokens_per_s``)."""
+# glibc's names for trainer/allocator.py's two mallopt settings: a 32 MiB mmap threshold, no trimming
+SAME_ALLOCATOR = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647"}
+
+
+def _run(script: str, args: list[str], out: Path, env: dict[str, str] | None = None) -> dict[str, float]:
+    """One run of ``script`` with ``args`` (and ``env`` added to the environment); its ``--json`` summary
+    (``step_s``, ``tokens_per_s``)."""
     extra = ["--rewards", "stand-in", "--modes", "overlap", "--rounds", "1"] if script == "trainer_step.py" else []
     subprocess.run(
         [sys.executable, str(HERE / script), *extra, *args, "--json", str(out)],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     summary = json.loads(out.read_text())
     return summary["modes"]["overlap"] if "modes" in summary else summary
@@ -44,6 +54,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side, alternating")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
+    parser.add_argument(
+        "--trl-reuse-freed-memory",
+        action="store_true",
+        help="run TRL with the glibc malloc settings our trainer makes on a CPU (reuse_freed_memory)",
+    )
     args, shape = parser.parse_known_args()
     try:
         import trl
@@ -56,7 +71,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rlvr-pair-") as tmp:
         for k in range(args.rounds):
             ours.append(_run("trainer_step.py", shape, Path(tmp) / f"ours-{k}.json"))
-            theirs.append(_run("trl_step.py", shape, Path(tmp) / f"trl-{k}.json"))
+            trl_env = SAME_ALLOCATOR if args.trl_reuse_freed_memory else None
+            theirs.append(_run("trl_step.py", shape, Path(tmp) / f"trl-{k}.json", trl_env))
             print(
                 f"round {k + 1}: ours {ours[-1]['step_s']:.2f} s/step, TRL {theirs[-1]['step_s']:.2f} s/step "
                 f"(load {os.getloadavg()[0]:.2f})",
@@ -73,10 +89,12 @@ def main() -> None:
         "load_start": load,
         "load_end": os.getloadavg()[0],
         "cores": os.cpu_count(),
+        "trl_reuse_freed_memory": args.trl_reuse_freed_memory,
     }
     summary["trl_over_ours"] = summary["trl_step_s"] / summary["ours_step_s"]
     print(
-        f"medians over {args.rounds} rounds ({' '.join(shape) or 'default shape'}; TRL {trl.__version__}; load "
+        f"medians over {args.rounds} rounds ({' '.join(shape) or 'default shape'}; TRL {trl.__version__}"
+        f"{' with our allocator settings' if args.trl_reuse_freed_memory else ''}; load "
         f"{summary['load_start']:.2f} -> {summary['load_end']:.2f} on {summary['cores']} cores): ours "
         f"{summary['ours_step_s']:.2f} s/step ({summary['ours_tokens_per_s']:.0f} tokens/s), TRL "
         f"{summary['trl_step_s']:.2f} s/step ({summary['trl_tokens_per_s']:.0f} tokens/s); TRL / ours "
