@@ -159,7 +159,7 @@ class RuntimeOptions(Options):
     torch_num_threads: int | None = None
     """CPU threads for torch (``None`` keeps torch's default)."""
     reuse_freed_memory: bool = True
-    """On CPU under glibc, keep freed memory for the next step (``mallopt``, :mod:`trainer.allocator`); ~10% a step."""
+    """On CPU under glibc, keep freed memory for the next step (``mallopt``, :mod:`trainer.allocator`), x1.11 faster."""
     progress_bar: bool = True
     """Show a tqdm progress bar with the latest reward (``train``), loss (``sft``) or pass@1 (``sample``)."""
 
