@@ -29,10 +29,11 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 
+from trainer.allocator import GLIBC_TUNABLES  # noqa: E402
 
-# glibc's names for trainer/allocator.py's two mallopt settings: a 32 MiB mmap threshold, no trimming
-SAME_ALLOCATOR = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647"}
+SAME_ALLOCATOR = {"GLIBC_TUNABLES": GLIBC_TUNABLES}  # trainer/allocator.py's two mallopt settings, for TRL's process
 
 
 def _run(script: str, args: list[str], out: Path, env: dict[str, str] | None = None) -> dict[str, float]:

@@ -25,6 +25,8 @@ M_TRIM_THRESHOLD = -1  # <malloc.h>: free top of heap above this many bytes goes
 M_MMAP_THRESHOLD = -3  # <malloc.h>: blocks of at least this many bytes get an mmap of their own
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc's ceiling on a 64-bit system (HEAP_MAX_SIZE / 2)
 TRIM_NEVER = 2**31 - 1  # mallopt takes an int
+# The same two settings under glibc's environment names, for a process started elsewhere (``GLIBC_TUNABLES``)
+GLIBC_TUNABLES = f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD_MAX}:glibc.malloc.trim_threshold={TRIM_NEVER}"
 
 
 def reuse_freed_memory() -> bool:

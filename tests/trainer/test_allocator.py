@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -45,9 +46,15 @@ glibc = pytest.mark.skipif(
 )
 
 
-def _probe(mode: str) -> dict[str, object]:
+def _probe(mode: str, env: dict[str, str] | None = None) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, mode], cwd=REPO, capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", PROBE, mode],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
     ).stdout
     return dict(json.loads(out))
 
@@ -63,6 +70,15 @@ def test_a_freed_block_stays_in_the_heap_and_is_handed_out_again() -> None:
     assert tuned["mmapped"] < 24 * MIB  # type: ignore[operator]
     assert tuned["kept"] >= 24 * MIB  # type: ignore[operator]
     assert tuned["same_block"] is True
+
+
+@glibc
+def test_the_environment_names_of_the_settings_do_the_same() -> None:
+    # benchmarks/trl_pair.py --trl-reuse-freed-memory gives TRL's process allocator.GLIBC_TUNABLES
+    through_env = _probe("default", {"GLIBC_TUNABLES": allocator.GLIBC_TUNABLES})
+    assert through_env["mmapped"] < 24 * MIB  # type: ignore[operator]
+    assert through_env["kept"] >= 24 * MIB  # type: ignore[operator]
+    assert through_env["same_block"] is True
 
 
 def test_nothing_is_changed_off_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
